@@ -1,0 +1,150 @@
+"""Vendor the JavaScript the built book needs, so that it renders offline.
+
+By default a Jupyter Book page loads MathJax, require.js and the ipywidgets
+html-manager from CDNs: offline, math shows as raw TeX and widgets are blank.
+This module fetches pinned npm tarballs from the npm registry, checks each
+against its published SHA-512 integrity, and unpacks the files the book needs
+into ``_vendor/_static/vendor/``. ``_config.yml`` copies ``_vendor`` into the
+built site with ``html_extra_path`` (not ``_static``, where Jupyter Book would add
+a ``<script>`` tag for every ``.js`` file) and points ``mathjax_path`` and
+``nb_ipywidgets_js`` at the copies.
+
+Run by ``make book`` and by the book-build test::
+
+    python -m transformer_course.book_assets [--dest _vendor]
+
+Tarballs are kept in the data cache (see :func:`transformer_course.data.cache_dir`),
+so later builds need no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from .data import _store_atomically, cache_dir
+
+__all__ = ["ASSETS", "NpmAsset", "vendor_assets"]
+
+
+@dataclass(frozen=True)
+class NpmAsset:
+    """Files taken from one pinned npm package."""
+
+    package: str
+    version: str
+    integrity: str  # the registry's "sha512-<base64>" for the tarball
+    members: str  # path inside the tarball: a file, or a folder ending in "/"
+    target: str  # path under _static/vendor/
+
+    @property
+    def tarball_url(self) -> str:
+        basename = self.package.split("/")[-1]
+        return f"https://registry.npmjs.org/{self.package}/-/{basename}-{self.version}.tgz"
+
+
+ASSETS = (
+    NpmAsset(
+        "mathjax",
+        "3.2.2",
+        "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
+        "package/es5/",
+        "mathjax/",
+    ),
+    NpmAsset(
+        "requirejs",
+        "2.3.7",
+        "sha512-DouTG8T1WanGok6Qjg2SXuCMzszOo0eHeH9hDZ5Y4x8Je+9JB38HdTLT4/VA8OaUhBa0JPVHJ0pyBkM1z+pDsw==",
+        "package/require.js",
+        "require.js",
+    ),
+    NpmAsset(
+        "@jupyter-widgets/html-manager",
+        "1.0.6",
+        "sha512-+Mn+Ra8wyIHrYaUpfmf9A3dsLkt/NuwzPQN8sthdxBD35VV5cOJbpmgMhNR27n/rmP3mKyEe0PWCJrtZrXTXDQ==",
+        "package/dist/embed-amd.js",
+        "embed-amd.js",
+    ),
+)
+
+
+def _check_integrity(data: bytes, asset: NpmAsset) -> None:
+    algorithm, _, expected = asset.integrity.partition("-")
+    got = base64.b64encode(hashlib.new(algorithm, data).digest()).decode()
+    if got != expected:
+        raise RuntimeError(
+            f"{asset.package}@{asset.version}: expected {asset.integrity}, got "
+            f"{algorithm}-{got}; the tarball was not used"
+        )
+
+
+def _tarball(asset: NpmAsset) -> bytes:
+    cached = cache_dir() / "npm" / f"{asset.package.replace('/', '__')}-{asset.version}.tgz"
+    if cached.is_file():
+        data = cached.read_bytes()
+        _check_integrity(data, asset)
+        return data
+    with urllib.request.urlopen(asset.tarball_url, timeout=60) as response:
+        data = response.read()
+    _check_integrity(data, asset)
+    _store_atomically(data, cached)  # best effort: a read-only cache is fine
+    return data
+
+
+def _extract(data: bytes, asset: NpmAsset, vendor: Path) -> int:
+    count = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        for member in archive.getmembers():
+            if not member.isfile() or not member.name.startswith(asset.members):
+                continue
+            relative = PurePosixPath(member.name[len(asset.members) :])
+            if ".." in relative.parts:
+                raise RuntimeError(f"{asset.package}: unsafe path {member.name!r}")
+            target = vendor / asset.target / relative if asset.members.endswith("/") else vendor / asset.target
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = archive.extractfile(member)
+            assert source is not None  # isfile() above
+            target.write_bytes(source.read())
+            count += 1
+    if count == 0:
+        raise RuntimeError(f"{asset.package}: nothing matched {asset.members!r}")
+    return count
+
+
+def vendor_assets(dest: Path | str = "_vendor") -> Path:
+    """Make ``dest/_static/vendor`` hold the pinned assets; return that folder.
+
+    Skips all work when a previous run left the same versions there.
+    """
+    vendor = Path(dest) / "_static" / "vendor"
+    stamp = vendor / "VERSIONS.json"
+    wanted = {a.package: a.version for a in ASSETS}
+    if stamp.is_file() and json.loads(stamp.read_text()) == wanted:
+        return vendor
+    if vendor.exists():
+        shutil.rmtree(vendor)
+    vendor.mkdir(parents=True)
+    for asset in ASSETS:
+        count = _extract(_tarball(asset), asset, vendor)
+        print(f"vendored {asset.package}@{asset.version}: {count} files")
+    stamp.write_text(json.dumps(wanted, indent=1, sort_keys=True))
+    return vendor
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", default="_vendor", help="folder to fill (default: _vendor)")
+    args = parser.parse_args(argv)
+    vendor_assets(args.dest)
+
+
+if __name__ == "__main__":
+    main()

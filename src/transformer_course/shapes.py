@@ -1,0 +1,98 @@
+"""Shape checks with messages that name what was expected and what was given.
+
+Every public function of the course validates its inputs with :func:`expect_shape`,
+so a wrong shape fails at the course's boundary with a sentence a learner can act
+on, instead of deep inside a ``torch.matmul``.
+
+Shapes are written with the course's fixed symbols (see the Notation page):
+``B`` batch, ``N`` tokens, ``D`` model width, ``H`` heads, ``d`` head width,
+``V`` vocabulary. A leading ``...`` allows any number of batch dimensions.
+
+Used in every chapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+__all__ = ["ShapeError", "expect_shape"]
+
+
+class ShapeError(ValueError):
+    """A tensor had the wrong shape. The message names the expected and given shape."""
+
+
+def _parse(spec: str) -> list[str]:
+    cleaned = spec.replace("(", " ").replace(")", " ").replace(",", " ")
+    dims = cleaned.split()
+    if "..." in dims[1:]:
+        raise ValueError(f"'...' may only lead a shape spec, got {spec!r}")
+    return dims
+
+
+def expect_shape(
+    tensor: object,
+    spec: str,
+    name: str = "input",
+    known: Mapping[str, int] | None = None,
+    **sizes: int,
+) -> dict[str, int]:
+    """Check ``tensor`` against a shape spec and return the sizes it binds.
+
+    Args:
+        tensor: the value to check; anything but a ``torch.Tensor`` is an error.
+        spec: symbolic shape such as ``"B N D"``, ``"(..., N, d)"`` or ``"N 3"``.
+            A name must have the same size wherever it appears; a number must
+            match exactly; ``...`` (first only) matches any leading dimensions.
+        name: what the tensor is called in the message, e.g. ``"q"``.
+        known: sizes bound by earlier checks, so that several tensors can be
+            checked for consistency: ``dims = expect_shape(q, "... N d", "q")``
+            then ``expect_shape(k, "... M d", "k", known=dims)``.
+        **sizes: sizes fixed by the caller, e.g. ``D=64``.
+
+    Returns:
+        dict mapping each symbol in ``spec`` (and in ``known``/``sizes``) to its size.
+
+    Raises:
+        ShapeError: with a message like
+            ``q: expected shape (..., N, d) with d=8, got (2, 5, 4)``.
+        TypeError: if ``tensor`` is not a tensor.
+    """
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(
+            f"{name}: expected a torch.Tensor of shape ({spec}), "
+            f"got {type(tensor).__name__}"
+        )
+    dims = _parse(spec)
+    given: dict[str, int] = {**(known or {}), **sizes}
+    bound = dict(given)
+    shape = tuple(tensor.shape)
+    pretty = ", ".join(dims)
+
+    def fail(reason: str) -> ShapeError:
+        fixed = [f"{k}={v}" for k, v in given.items() if k in dims]
+        extra = f" with {', '.join(fixed)}" if fixed else ""
+        return ShapeError(
+            f"{name}: expected shape ({pretty}){extra}, got {shape}: {reason}"
+        )
+
+    has_ellipsis = bool(dims) and dims[0] == "..."
+    named = dims[1:] if has_ellipsis else dims
+    if has_ellipsis and len(shape) < len(named):
+        raise fail(f"needs at least {len(named)} dimensions, has {len(shape)}")
+    if not has_ellipsis and len(shape) != len(named):
+        raise fail(f"needs {len(named)} dimensions, has {len(shape)}")
+
+    trailing = shape[len(shape) - len(named) :]
+    for symbol, size in zip(named, trailing, strict=True):
+        if symbol.isdigit():
+            if size != int(symbol):
+                raise fail(f"a dimension must be {symbol}, it is {size}")
+        elif symbol in bound:
+            if bound[symbol] != size:
+                raise fail(f"{symbol} must be {bound[symbol]}, it is {size}")
+        else:
+            bound[symbol] = size
+    return bound
