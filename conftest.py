@@ -18,7 +18,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 # tqdm writes progress bars to stderr; keep test logs quiet.
 os.environ.setdefault("TQDM_DISABLE", "1")
-os.environ.setdefault("MPLBACKEND", "Agg")
 # A pre-seeded download cache: ../shared/data holds tinyshakespeare/input.txt.
 if SHARED_DATA.is_dir():
     os.environ.setdefault("TRANSFORMER_COURSE_DATA", str(SHARED_DATA))

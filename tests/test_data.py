@@ -90,10 +90,14 @@ def serve_as_tinyshakespeare(monkeypatch, server, path):
 
 
 def files_in(folder):
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    return sorted(
+        p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+    )
 
 
-def test_download_verifies_caches_and_then_reads_the_cache(server, cache, monkeypatch, capsys):
+def test_download_verifies_caches_and_then_reads_the_cache(
+    server, cache, monkeypatch, capsys
+):
     serve_as_tinyshakespeare(monkeypatch, server, "/good")
     before = server.hits["/good"]
     assert tc.load_text("tinyshakespeare") == PAYLOAD.decode()
@@ -140,7 +144,9 @@ def closed_port():
 
 
 def test_offline_with_no_cache_falls_back_to_course_corpus(cache, monkeypatch, capsys):
-    spec = dataclasses.replace(data.TINYSHAKESPEARE, url=f"http://127.0.0.1:{closed_port()}/x")
+    spec = dataclasses.replace(
+        data.TINYSHAKESPEARE, url=f"http://127.0.0.1:{closed_port()}/x"
+    )
     monkeypatch.setitem(data.TEXTS, "tinyshakespeare", spec)
     text = tc.load_text("tinyshakespeare")
     assert text == tc.course_corpus()
@@ -159,20 +165,28 @@ def test_offline_mode_never_touches_the_network(server, cache, monkeypatch, caps
     assert "offline mode" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(not (SHARED / "tinyshakespeare" / "input.txt").is_file(),
-                    reason="needs the pre-seeded cache ../shared/data")
+@pytest.mark.skipif(
+    not (SHARED / "tinyshakespeare" / "input.txt").is_file(),
+    reason="needs the pre-seeded cache ../shared/data",
+)
 def test_pre_seeded_cache_is_used_with_the_real_checksum(monkeypatch, capsys):
     monkeypatch.setenv(data.CACHE_ENV, str(SHARED))
     monkeypatch.setitem(data.TEXTS, "tinyshakespeare", data.TINYSHAKESPEARE)
     text = tc.load_text("tinyshakespeare")
     assert hashlib.sha256(text.encode()).hexdigest() == data.TINYSHAKESPEARE.sha256
     assert text.startswith("First Citizen:")
-    assert capsys.readouterr().out == "corpus: tinyshakespeare (1,115,394 characters, from cache)\n"
+    assert (
+        capsys.readouterr().out
+        == "corpus: tinyshakespeare (1,115,394 characters, from cache)\n"
+    )
 
 
 def test_damaged_cache_file_is_reported_and_kept(cache, monkeypatch):
-    spec = dataclasses.replace(data.TINYSHAKESPEARE, sha256=hashlib.sha256(PAYLOAD).hexdigest(),
-                               size=len(PAYLOAD))
+    spec = dataclasses.replace(
+        data.TINYSHAKESPEARE,
+        sha256=hashlib.sha256(PAYLOAD).hexdigest(),
+        size=len(PAYLOAD),
+    )
     monkeypatch.setitem(data.TEXTS, "tinyshakespeare", spec)
     damaged = cache / "tinyshakespeare" / "input.txt"
     damaged.parent.mkdir(parents=True)
@@ -182,8 +196,10 @@ def test_damaged_cache_file_is_reported_and_kept(cache, monkeypatch):
     assert damaged.read_bytes() == PAYLOAD[:100]  # the user's file is not touched
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="root ignores directory permissions")
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0,
+    reason="root ignores directory permissions",
+)
 def test_read_only_cache_directory_by_permissions(server, cache, monkeypatch, capsys):
     serve_as_tinyshakespeare(monkeypatch, server, "/good")
     cache.mkdir()
@@ -196,7 +212,9 @@ def test_read_only_cache_directory_by_permissions(server, cache, monkeypatch, ca
         cache.chmod(0o755)
 
 
-def test_read_only_cache_directory_by_failing_writes(server, cache, monkeypatch, capsys):
+def test_read_only_cache_directory_by_failing_writes(
+    server, cache, monkeypatch, capsys
+):
     """As root permissions do not stop writes, so make the file system refuse them."""
     serve_as_tinyshakespeare(monkeypatch, server, "/good")
 
@@ -226,7 +244,10 @@ def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
 
 
 def test_unknown_dataset_names_the_choices():
-    with pytest.raises(ValueError, match=r"expected one of \['course', 'tinyshakespeare'\], got 'shakespeare'"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected one of \['course', 'tinyshakespeare'\], got 'shakespeare'",
+    ):
         tc.load_text("shakespeare")
 
 
@@ -277,5 +298,7 @@ def test_digits_split_is_fixed_and_stratified():
 
 
 def test_digits_bad_fraction():
-    with pytest.raises(ValueError, match=r"test_fraction: expected a number in \(0, 1\), got 1.5"):
+    with pytest.raises(
+        ValueError, match=r"test_fraction: expected a number in \(0, 1\), got 1.5"
+    ):
         tc.load_digits(test_fraction=1.5)

@@ -79,7 +79,12 @@ def test_weights_must_be_normalised_the_right_way():
 
 
 def test_shape_mismatch_names_both_shapes():
-    with pytest.raises(tc.ShapeError, match=r"x: expected shape \(\.\.\., N, D\) with N=4, got \(5, 3\)"):
+    with pytest.raises(
+        tc.ShapeError,
+        match=r"x: expected shape \(\.\.\., N, D\) with N=4, got \(5, 3\)",
+    ):
         tc.average_rows(softmax_weights(4, 4), torch.randn(5, 3, dtype=torch.float64))
-    with pytest.raises(tc.ShapeError, match=r"A \(rows\): expected shape \(\.\.\., N, N\)"):
+    with pytest.raises(
+        tc.ShapeError, match=r"A \(rows\): expected shape \(\.\.\., N, N\)"
+    ):
         tc.average_rows(softmax_weights(4, 5), torch.randn(4, 3, dtype=torch.float64))

@@ -28,7 +28,9 @@ def test_labels_titles_and_annotations():
 
 
 def test_rectangular_and_numpy_input():
-    ax = tc.attention_heatmap(np.full((2, 4), 0.25), ["q1", "q2"], list("wxyz"), annotate=False)
+    ax = tc.attention_heatmap(
+        np.full((2, 4), 0.25), ["q1", "q2"], list("wxyz"), annotate=False
+    )
     assert [t.get_text() for t in ax.get_xticklabels()] == list("wxyz")
     assert len(ax.texts) == 0
 
@@ -40,7 +42,9 @@ def test_large_matrices_are_not_annotated_by_default():
 
 
 def test_bad_inputs_name_the_shapes():
-    with pytest.raises(ValueError, match=r"expected a 2-D attention matrix .* got shape \(2, 3, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"expected a 2-D attention matrix .* got shape \(2, 3, 3\)"
+    ):
         tc.attention_heatmap(torch.zeros(2, 3, 3))
     with pytest.raises(ValueError, match=r"query_labels: expected 3 labels .* got 2"):
         tc.attention_heatmap(torch.zeros(3, 3), ["a", "b"])

@@ -42,7 +42,9 @@ def test_pick_device_default_follows_cuda(monkeypatch):
 def test_pick_device_env_and_argument(monkeypatch):
     monkeypatch.setenv(runtime.DEVICE_ENV, "cpu")
     assert tc.pick_device() == torch.device("cpu")
-    with pytest.raises(ValueError, match=r"expected one of \['cpu', 'cuda', 'mps'\], got 'tpu'"):
+    with pytest.raises(
+        ValueError, match=r"expected one of \['cpu', 'cuda', 'mps'\], got 'tpu'"
+    ):
         tc.pick_device("tpu")
 
 

@@ -44,7 +44,9 @@ def test_wrong_rank_and_literal_sizes():
 
 
 def test_non_tensor_is_a_type_error():
-    with pytest.raises(TypeError, match="expected a torch.Tensor of shape .* got list"):
+    with pytest.raises(
+        TypeError, match=r"expected a torch.Tensor of shape .* got list"
+    ):
         expect_shape([[1.0]], "N D", "x")
 
 

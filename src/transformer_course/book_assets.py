@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fnmatch
 import hashlib
 import io
 import json
@@ -44,11 +45,14 @@ class NpmAsset:
     integrity: str  # the registry's "sha512-<base64>" for the tarball
     members: str  # path inside the tarball: a file, or a folder ending in "/"
     target: str  # path under _static/vendor/
+    skip: tuple[str, ...] = ()  # glob patterns (relative to members) not needed
 
     @property
     def tarball_url(self) -> str:
         basename = self.package.split("/")[-1]
-        return f"https://registry.npmjs.org/{self.package}/-/{basename}-{self.version}.tgz"
+        return (
+            f"https://registry.npmjs.org/{self.package}/-/{basename}-{self.version}.tgz"
+        )
 
 
 ASSETS = (
@@ -58,6 +62,15 @@ ASSETS = (
         "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
         "package/es5/",
         "mathjax/",
+        # The book loads tex-chtml.js; the other combined bundles and the SVG
+        # output are never requested.
+        skip=(
+            "*-svg*.js",
+            "mml-*.js",
+            "tex-mml-*.js",
+            "tex-chtml-full*.js",
+            "output/svg*",
+        ),
     ),
     NpmAsset(
         "requirejs",
@@ -87,7 +100,9 @@ def _check_integrity(data: bytes, asset: NpmAsset) -> None:
 
 
 def _tarball(asset: NpmAsset) -> bytes:
-    cached = cache_dir() / "npm" / f"{asset.package.replace('/', '__')}-{asset.version}.tgz"
+    cached = (
+        cache_dir() / "npm" / f"{asset.package.replace('/', '__')}-{asset.version}.tgz"
+    )
     if cached.is_file():
         data = cached.read_bytes()
         _check_integrity(data, asset)
@@ -106,9 +121,15 @@ def _extract(data: bytes, asset: NpmAsset, vendor: Path) -> int:
             if not member.isfile() or not member.name.startswith(asset.members):
                 continue
             relative = PurePosixPath(member.name[len(asset.members) :])
+            if any(fnmatch.fnmatch(str(relative), pattern) for pattern in asset.skip):
+                continue
             if ".." in relative.parts:
                 raise RuntimeError(f"{asset.package}: unsafe path {member.name!r}")
-            target = vendor / asset.target / relative if asset.members.endswith("/") else vendor / asset.target
+            target = (
+                vendor / asset.target / relative
+                if asset.members.endswith("/")
+                else vendor / asset.target
+            )
             target.parent.mkdir(parents=True, exist_ok=True)
             source = archive.extractfile(member)
             assert source is not None  # isfile() above
@@ -126,7 +147,7 @@ def vendor_assets(dest: Path | str = "_vendor") -> Path:
     """
     vendor = Path(dest) / "_static" / "vendor"
     stamp = vendor / "VERSIONS.json"
-    wanted = {a.package: a.version for a in ASSETS}
+    wanted = {a.package: f"{a.version} skip={list(a.skip)}" for a in ASSETS}
     if stamp.is_file() and json.loads(stamp.read_text()) == wanted:
         return vendor
     if vendor.exists():
@@ -141,7 +162,9 @@ def vendor_assets(dest: Path | str = "_vendor") -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dest", default="_vendor", help="folder to fill (default: _vendor)")
+    parser.add_argument(
+        "--dest", default="_vendor", help="folder to fill (default: _vendor)"
+    )
     args = parser.parse_args(argv)
     vendor_assets(args.dest)
 

@@ -26,7 +26,6 @@ import inspect
 import json
 import os
 import platform
-import socket
 import sys
 import tempfile
 import urllib.error
@@ -68,7 +67,7 @@ class ChecksumError(DataError):
     """Bytes did not match their published SHA-256. Nothing was written to the cache."""
 
 
-class _Offline(Exception):
+class _OfflineError(Exception):
     """No network: the caller falls back to the course corpus."""
 
 
@@ -91,8 +90,11 @@ TINYSHAKESPEARE = RemoteText(
     filename="input.txt",
 )
 
-#: Corpora :func:`load_text` knows. ``"course"`` is built in (see :func:`course_corpus`).
-TEXTS: dict[str, RemoteText | None] = {"tinyshakespeare": TINYSHAKESPEARE, "course": None}
+#: Corpora :func:`load_text` knows; ``"course"`` is built in (:func:`course_corpus`).
+TEXTS: dict[str, RemoteText | None] = {
+    "tinyshakespeare": TINYSHAKESPEARE,
+    "course": None,
+}
 
 
 def cache_dir() -> Path:
@@ -130,7 +132,7 @@ def _verify(data: bytes, spec: RemoteText, source: str) -> None:
 
 
 def _download(spec: RemoteText, timeout: float = 30.0) -> bytes:
-    """Fetch ``spec.url`` into memory and verify it. Raises :class:`_Offline`
+    """Fetch ``spec.url`` into memory and verify it. Raises :class:`_OfflineError`
     when the network cannot be reached at all."""
     try:
         response = urllib.request.urlopen(spec.url, timeout=timeout)
@@ -140,7 +142,7 @@ def _download(spec: RemoteText, timeout: float = 30.0) -> bytes:
         ) from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
-        raise _Offline(str(reason)) from None
+        raise _OfflineError(str(reason)) from None
     parts: list[bytes] = []
     try:
         with response:
@@ -148,7 +150,7 @@ def _download(spec: RemoteText, timeout: float = 30.0) -> bytes:
                 parts.append(chunk)
     except http.client.IncompleteRead as err:
         parts.append(err.partial)
-    except (OSError, socket.timeout) as err:
+    except (TimeoutError, OSError) as err:
         raise DownloadError(
             f"{spec.name}: the connection broke after "
             f"{sum(map(len, parts)):,} of {spec.size:,} bytes ({err}). Nothing "
@@ -164,7 +166,9 @@ def _store_atomically(data: bytes, path: Path) -> bool:
     reader never sees a partial file. Returns False if the cache is not writable."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+        )
     except OSError:
         return False
     try:
@@ -197,15 +201,17 @@ def _fetch_remote(spec: RemoteText, *, offline: bool) -> tuple[bytes, str] | Non
         return None
     try:
         data = _download(spec)
-    except _Offline as reason:
+    except _OfflineError as reason:
         print(
-            f"{spec.name}: no network ({reason}) and no cached copy in "
-            f"{path.parent}."
+            f"{spec.name}: no network ({reason}) and no cached copy in {path.parent}."
         )
         return None
     if _store_atomically(data, path):
         return data, "download"
-    print(f"{spec.name}: the cache {path.parent} is not writable; using the download in memory.")
+    print(
+        f"{spec.name}: the cache {path.parent} is not writable; "
+        "using the download in memory."
+    )
     return data, "download, not cached"
 
 
@@ -253,7 +259,9 @@ def _book_prose(book: Path) -> list[str]:
             pieces.append(path.read_text(encoding="utf-8"))
         elif path.suffix == ".ipynb":
             cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-            pieces += ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+            pieces += [
+                "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"
+            ]
     return pieces
 
 
@@ -265,7 +273,9 @@ def course_corpus() -> str:
     book. Deterministic: the same checkout always gives the same string.
     """
     pieces = [
-        resources.files(__package__).joinpath("corpus", "course_notes.txt").read_text("utf-8")
+        resources.files(__package__)
+        .joinpath("corpus", "course_notes.txt")
+        .read_text("utf-8")
     ]
     for module_name in sys.modules[__package__].MODULES:
         module = importlib.import_module(f"{__package__}.{module_name}")
@@ -302,7 +312,9 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> Digits:
         1,797 images in all: 1,437 for training and 360 for testing by default.
     """
     if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction: expected a number in (0, 1), got {test_fraction!r}")
+        raise ValueError(
+            f"test_fraction: expected a number in (0, 1), got {test_fraction!r}"
+        )
     from sklearn.datasets import load_digits as sklearn_digits
     from sklearn.model_selection import train_test_split
 
@@ -310,8 +322,13 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> Digits:
     images = torch.tensor(bunch.images, dtype=torch.float32) / 16.0  # (1797, 8, 8)
     labels = torch.tensor(bunch.target, dtype=torch.int64)  # (1797,)
     train_idx, test_idx = train_test_split(
-        range(len(labels)), test_size=test_fraction, stratify=labels.numpy(), random_state=seed
+        range(len(labels)),
+        test_size=test_fraction,
+        stratify=labels.numpy(),
+        random_state=seed,
     )
     train_idx, test_idx = torch.tensor(train_idx), torch.tensor(test_idx)
     images = images.unsqueeze(1)  # (1797, 1, 8, 8): one channel
-    return Digits(images[train_idx], labels[train_idx], images[test_idx], labels[test_idx])
+    return Digits(
+        images[train_idx], labels[train_idx], images[test_idx], labels[test_idx]
+    )

@@ -62,8 +62,14 @@ def attention_heatmap(
     n_queries, n_keys = matrix.shape
     if key_labels is None and query_labels is not None and n_queries == n_keys:
         key_labels = query_labels
-    query_labels = [str(i) for i in range(n_queries)] if query_labels is None else list(query_labels)
-    key_labels = [str(i) for i in range(n_keys)] if key_labels is None else list(key_labels)
+    query_labels = (
+        [str(i) for i in range(n_queries)]
+        if query_labels is None
+        else list(query_labels)
+    )
+    key_labels = (
+        [str(i) for i in range(n_keys)] if key_labels is None else list(key_labels)
+    )
     if len(query_labels) != n_queries:
         raise ValueError(
             f"query_labels: expected {n_queries} labels (one per row of weights "
@@ -90,8 +96,15 @@ def attention_heatmap(
         for i in range(n_queries):
             for j in range(n_keys):
                 colour = "black" if matrix[i, j] > threshold else "white"
-                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center",
-                        color=colour, fontsize=8)
+                ax.text(
+                    j,
+                    i,
+                    f"{matrix[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    color=colour,
+                    fontsize=8,
+                )
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax

@@ -59,9 +59,7 @@ def pick_device(prefer: str | None = None) -> torch.device:
     }
     kind = choice.split(":")[0]
     if kind not in available:
-        raise ValueError(
-            f"device: expected one of {sorted(available)}, got {choice!r}"
-        )
+        raise ValueError(f"device: expected one of {sorted(available)}, got {choice!r}")
     if not available[kind]:
         raise RuntimeError(f"device {choice!r} was asked for but is not available")
     return torch.device(choice)

@@ -1,0 +1,133 @@
+"""Build the whole book with warnings as errors, and check it renders offline.
+
+The build executes every notebook afresh (``execute_notebooks: force``) and
+fails on any cell error (``raise_on_error``) or Sphinx warning (``-W``).
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from transformer_course.book_assets import vendor_assets
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.book
+
+
+class Resources(HTMLParser):
+    """Every URL a page loads by itself: scripts, stylesheets, images, icons."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("script", "img", "iframe", "source", "audio", "video") and attrs.get(
+            "src"
+        ):
+            self.urls.append(attrs["src"])
+        if (
+            tag == "link"
+            and attrs.get("href")
+            and attrs.get("rel")
+            in (
+                "stylesheet",
+                "icon",
+                "preload",
+                "modulepreload",
+                "shortcut icon",
+            )
+        ):
+            self.urls.append(attrs["href"])
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    vendor_assets(ROOT / "_vendor")
+    out = tmp_path_factory.mktemp("book")
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    command = [
+        str(jupyter_book),
+        "build",
+        str(ROOT),
+        "--path-output",
+        str(out),
+        "--all",
+        "-W",
+        "-n",
+        "--keep-going",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
+    yield out / "_build" / "html"
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [chapter["file"] for chapter in part["chapters"]]
+    return files
+
+
+def test_every_toc_page_is_built(site):
+    assert (site / "index.html").is_file()
+    for name in toc_files():
+        assert (site / f"{name}.html").is_file(), name
+
+
+def test_no_page_loads_anything_from_outside(site):
+    # every page of the site (templates under _static are not pages)
+    pages = sorted(p for p in site.rglob("*.html") if "_static" not in p.parts)
+    assert len(pages) >= len(toc_files())
+    for page in pages:
+        parser = Resources()
+        parser.feed(page.read_text(encoding="utf-8"))
+        for url in parser.urls:
+            parts = urlsplit(url)
+            assert not parts.scheme, f"{page.name} loads {url}"
+            assert not parts.netloc, f"{page.name} loads {url}"
+            if url.startswith("data:"):
+                continue
+            target = (page.parent / parts.path).resolve()
+            assert target.is_file(), (
+                f"{page.name} loads {url}, which is not in the site"
+            )
+
+
+def test_math_uses_the_vendored_mathjax(site):
+    page = (site / "book" / "notation.html").read_text(encoding="utf-8")
+    assert re.search(r'src="\.\./_static/vendor/mathjax/tex-chtml\.js', page)
+    assert r"\(N\)" in page or "\\(N" in page  # math is left for MathJax to typeset
+    fonts = list(
+        (site / "_static/vendor/mathjax/output/chtml/fonts/woff-v2").glob("*.woff")
+    )
+    assert len(fonts) > 10
+
+
+def test_widget_snapshots_use_the_vendored_manager(site):
+    page = (site / "book" / "template.html").read_text(encoding="utf-8")
+    assert "application/vnd.jupyter.widget-state+json" in page
+    assert 'src="../_static/vendor/require.js' in page
+    assert 'src="../_static/vendor/embed-amd.js' in page
+
+
+def test_notebooks_were_executed_at_build_time(site):
+    # committed notebooks carry no outputs, so these come from this build
+    page = (site / "book" / "notation.html").read_text(encoding="utf-8")
+    assert "row sums of A_rows" in page
+    assert "U X (Turner) transposed equals nn.Linear(x): True" in page
+    assert list((site / "_images").glob("*.png"))
+
+
+def test_footer_has_this_copyright(site):
+    assert "2026" in (site / "book" / "intro.html").read_text(encoding="utf-8")

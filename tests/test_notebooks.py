@@ -1,0 +1,61 @@
+"""Every notebook follows the chapter template (book/template.ipynb).
+
+nbval executes the notebooks themselves; this file checks what can be checked
+without running them.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted(
+    p for folder in ("book", "exercises") for p in (ROOT / folder).glob("*.ipynb")
+)
+COLAB_INSTALL = 'if "google.colab" in sys.modules:\n    %pip install -q'
+
+
+def load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def code_cells(notebook):
+    return [c for c in notebook["cells"] if c["cell_type"] == "code"]
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 2
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_installs_imports_seeds_and_picks_device(path):
+    first = "".join(code_cells(load(path))[0]["source"])
+    assert COLAB_INSTALL in first
+    assert "import transformer_course as tc" in first
+    assert "device = tc.setup(seed=" in first
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_without_outputs(path):
+    """Outputs are made when the book is built; committed notebooks stay clean."""
+    for cell in code_cells(load(path)):
+        assert cell["outputs"] == [], f"{path.name}: a cell has stored outputs"
+        assert cell["execution_count"] is None
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_kernel_is_python3(path):
+    assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_every_notebook_is_in_the_table_of_contents():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    listed = {toc["root"]} | {
+        chapter["file"] for part in toc["parts"] for chapter in part["chapters"]
+    }
+    for path in NOTEBOOKS:
+        assert path.relative_to(ROOT).with_suffix("").as_posix() in listed, path
+    for name in listed:
+        assert any((ROOT / f"{name}{ext}").is_file() for ext in (".md", ".ipynb")), name

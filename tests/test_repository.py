@@ -1,0 +1,44 @@
+"""The set-up promises of the README hold in the repository itself."""
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_quick_start():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```(?:bash|sh)?\n(.*?)```", section, flags=re.S)
+
+
+def test_quick_start_is_exactly_two_commands_and_ci_runs_the_test_one():
+    blocks = readme_quick_start()
+    commands = [
+        line
+        for block in blocks
+        for line in block.splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert commands == ["make book", "make test"]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^make test$", ci, flags=re.M)
+
+
+def test_requirements_pin_what_must_be_pinned():
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    assert "torch==2.13.0" in lines
+    assert "jupyter-book==1.0.4.post1" in lines
+    assert "nbval==0.11.0" in lines
+    assert "-e ." in lines
+
+
+def test_data_and_build_outputs_are_never_tracked():
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert not any(
+        name.startswith(("_build/", "_vendor/", ".venv/")) for name in tracked
+    )
+    assert not any(name.endswith("input.txt") for name in tracked)
