@@ -118,7 +118,10 @@ def test_widget_snapshots_use_the_vendored_manager(site):
     page = (site / "book" / "template.html").read_text(encoding="utf-8")
     assert "application/vnd.jupyter.widget-state+json" in page
     assert 'src="../_static/vendor/require.js' in page
-    assert 'src="../_static/vendor/embed-amd.js' in page
+    assert 'src="../_static/vendor/require-config.js' in page
+    assert 'src="../_static/vendor/html-manager/embed-amd.js' in page
+    # the icon fonts the manager asks for, next to it
+    assert list((site / "_static/vendor/html-manager").glob("*.woff2"))
 
 
 def test_notebooks_were_executed_at_build_time(site):
@@ -127,6 +130,15 @@ def test_notebooks_were_executed_at_build_time(site):
     assert "row sums of A_rows" in page
     assert "U X (Turner) transposed equals nn.Linear(x): True" in page
     assert list((site / "_images").glob("*.png"))
+
+
+def test_launch_download_and_repository_buttons(site):
+    page = (site / "book" / "notation.html").read_text(encoding="utf-8")
+    repo = "github.com/transformer-course/transformer-course"
+    assert f"https://colab.research.google.com/github/{repo.split('/', 1)[1]}" in page
+    assert "https://mybinder.org/v2/gh/" in page
+    assert f"https://{repo}" in page  # repository button
+    assert "../_sources/book/notation.ipynb" in page  # download the notebook
 
 
 def test_footer_has_this_copyright(site):

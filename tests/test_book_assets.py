@@ -73,8 +73,7 @@ def test_vendor_assets_uses_the_cache_and_the_stamp(tmp_path, monkeypatch):
     data = make_tarball({"package/lib.js": b"lib"})
     asset = NpmAsset("demo", "2.0.0", integrity(data), "package/lib.js", "lib.js")
     monkeypatch.setattr(book_assets, "ASSETS", (asset,))
-    monkeypatch.setenv("TRANSFORMER_COURSE_DATA", str(tmp_path / "cache"))
-    cached = tmp_path / "cache" / "npm" / "demo-2.0.0.tgz"
+    cached = tmp_path / "v" / ".tarballs" / "demo-2.0.0.tgz"
     cached.parent.mkdir(parents=True)
     cached.write_bytes(data)  # pre-seeded: no network needed
 

@@ -13,8 +13,9 @@ Run by ``make book`` and by the book-build test::
 
     python -m transformer_course.book_assets [--dest _vendor]
 
-Tarballs are kept in the data cache (see :func:`transformer_course.data.cache_dir`),
-so later builds need no network.
+The tarballs are kept in ``_vendor/.tarballs`` (Sphinx skips dot-folders when it
+copies ``_vendor``), and a stamp file records what was unpacked, so later builds
+need no network.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .data import _store_atomically, cache_dir
+from .data import _store_atomically
 
 __all__ = ["ASSETS", "NpmAsset", "vendor_assets"]
 
@@ -83,10 +84,25 @@ ASSETS = (
         "@jupyter-widgets/html-manager",
         "1.0.6",
         "sha512-+Mn+Ra8wyIHrYaUpfmf9A3dsLkt/NuwzPQN8sthdxBD35VV5cOJbpmgMhNR27n/rmP3mKyEe0PWCJrtZrXTXDQ==",
-        "package/dist/embed-amd.js",
-        "embed-amd.js",
+        "package/dist/",
+        "html-manager/",
+        # embed-amd.js and the icon fonts it loads; not the other bundles.
+        skip=("*.d.ts", "*.map", "embed.js", "libembed*", "*.embed.js", "*.txt"),
     ),
 )
+
+# The html-manager loads its icon fonts from the folder require.js thinks it came
+# from, which by default is the page's folder. Map it to the vendored copy.
+REQUIRE_CONFIG = """\
+// Written by transformer_course.book_assets: load the widget manager's files
+// (its icon fonts) from this folder instead of a CDN.
+(function () {
+  var here = document.currentScript.src.replace(/[^/]*([?#].*)?$/, "");
+  require.config({
+    paths: {"@jupyter-widgets/html-manager/dist": here + "html-manager"},
+  });
+})();
+"""
 
 
 def _check_integrity(data: bytes, asset: NpmAsset) -> None:
@@ -99,10 +115,9 @@ def _check_integrity(data: bytes, asset: NpmAsset) -> None:
         )
 
 
-def _tarball(asset: NpmAsset) -> bytes:
-    cached = (
-        cache_dir() / "npm" / f"{asset.package.replace('/', '__')}-{asset.version}.tgz"
-    )
+def _tarball(asset: NpmAsset, tarballs: Path) -> bytes:
+    """The verified tarball: from ``tarballs`` when there, else downloaded."""
+    cached = tarballs / f"{asset.package.replace('/', '__')}-{asset.version}.tgz"
     if cached.is_file():
         data = cached.read_bytes()
         _check_integrity(data, asset)
@@ -110,7 +125,7 @@ def _tarball(asset: NpmAsset) -> bytes:
     with urllib.request.urlopen(asset.tarball_url, timeout=60) as response:
         data = response.read()
     _check_integrity(data, asset)
-    _store_atomically(data, cached)  # best effort: a read-only cache is fine
+    _store_atomically(data, cached)  # best effort: a read-only folder is fine
     return data
 
 
@@ -147,15 +162,17 @@ def vendor_assets(dest: Path | str = "_vendor") -> Path:
     """
     vendor = Path(dest) / "_static" / "vendor"
     stamp = vendor / "VERSIONS.json"
-    wanted = {a.package: f"{a.version} skip={list(a.skip)}" for a in ASSETS}
+    wanted = {a.package: f"{a.version} {a.members} skip={list(a.skip)}" for a in ASSETS}
+    wanted["require-config.js"] = hashlib.sha256(REQUIRE_CONFIG.encode()).hexdigest()
     if stamp.is_file() and json.loads(stamp.read_text()) == wanted:
         return vendor
     if vendor.exists():
         shutil.rmtree(vendor)
     vendor.mkdir(parents=True)
     for asset in ASSETS:
-        count = _extract(_tarball(asset), asset, vendor)
+        count = _extract(_tarball(asset, Path(dest) / ".tarballs"), asset, vendor)
         print(f"vendored {asset.package}@{asset.version}: {count} files")
+    (vendor / "require-config.js").write_text(REQUIRE_CONFIG)
     stamp.write_text(json.dumps(wanted, indent=1, sort_keys=True))
     return vendor
 
