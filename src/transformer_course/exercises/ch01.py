@@ -1,0 +1,405 @@
+"""Checks and quizzes for exercises/01_tokens.ipynb (chapter 1, Tokens).
+
+Each exercise is a function the learner writes; each check makes its own
+inputs, calls the learner's function on them (see :mod:`.core`) and judges the
+outcomes, with a hint for the usual mistake.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .core import Check, Exercise, Failed, Outcome
+from .widgets import MultipleChoice, Numeric
+
+__all__ = ["EXERCISES", "QUIZZES"]
+
+
+def _first_error(outcomes: list[Outcome]) -> None:
+    for outcome in outcomes:
+        if outcome.raised:
+            raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
+
+
+# --- Exercise 1: a character vocabulary ------------------------------------------
+
+VOCAB_TEXTS = ["hello world", "To be, or not to be", "naïve café 🙂 — ok", "aaaa"]
+
+
+def _vocab_cases():
+    return [(text,) for text in VOCAB_TEXTS]
+
+
+def _judge_vocab_type(cases, outcomes):
+    _first_error(outcomes)
+    for outcome in outcomes:
+        vocab = outcome.value
+        if not isinstance(vocab, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) for k, v in vocab.items()
+        ):
+            raise Failed(
+                "Return a dict mapping each character (a str) to its id (an int)."
+            )
+
+
+def _judge_vocab_covers(cases, outcomes):
+    _first_error(outcomes)
+    for (text,), outcome in zip(cases, outcomes, strict=True):
+        keys = set(outcome.value)
+        if keys != set(text):
+            missing = sorted(set(text) - keys)[:5]
+            raise Failed(
+                f"For {text!r} the vocabulary should hold exactly the characters of the "
+                f"text, each once (missing: {missing}). Build it from set(text)."
+            )
+
+
+def _judge_vocab_ids(cases, outcomes):
+    _first_error(outcomes)
+    for (text,), outcome in zip(cases, outcomes, strict=True):
+        vocab = outcome.value
+        ids = sorted(vocab.values())
+        if ids == list(range(1, len(vocab) + 1)):
+            raise Failed(
+                "Start the ids at 0: an id is a row index into the embedding table."
+            )
+        if ids != list(range(len(vocab))):
+            raise Failed(
+                "Give the V characters the ids 0, 1, ..., V-1, each exactly once."
+            )
+        if [ch for ch, _ in sorted(vocab.items(), key=lambda kv: kv[1])] != sorted(
+            set(text)
+        ):
+            raise Failed(
+                "Number the characters in sorted order (sorted(set(text))), not in the "
+                "order they first appear: then the same characters always get the same ids."
+            )
+
+
+CHAR_VOCAB = Exercise(
+    key="build_char_vocab",
+    function="build_char_vocab",
+    title="Exercise 1: a character vocabulary",
+    points=3,
+    checks=(
+        Check(
+            "returns a dict from characters to int ids", _vocab_cases, _judge_vocab_type
+        ),
+        Check("every distinct character has one id", _vocab_cases, _judge_vocab_covers),
+        Check(
+            "ids are 0..V-1 in sorted character order", _vocab_cases, _judge_vocab_ids
+        ),
+    ),
+)
+
+# --- Exercise 2: one BPE merge step ---------------------------------------------------
+
+
+def _merge_example_cases():
+    return [([1, 2, 3, 1, 2], (1, 2), 4), ([5, 6, 5, 6, 6], (5, 6), 7)]
+
+
+def _judge_merge_example(cases, outcomes):
+    _first_error(outcomes)
+    expected = [[4, 3, 4], [7, 7, 6]]
+    for outcome, want in zip(outcomes, expected, strict=True):
+        if outcome.value != want:
+            raise Failed(
+                f"Merging (1, 2) -> 4 in [1, 2, 3, 1, 2] should give [4, 3, 4]; you "
+                f"returned {outcome.value}. Replace every occurrence of the pair by new_id."
+            )
+
+
+def _merge_overlap_cases():
+    return [([1, 1, 1], (1, 1), 9), ([1, 1, 1, 1], (1, 1), 9)]
+
+
+def _judge_merge_overlap(cases, outcomes):
+    _first_error(outcomes)
+    got = [o.value for o in outcomes]
+    if got == [[9, 1], [9, 9]]:
+        return
+    if got[0] in ([9, 9], [9, 9, 9]):
+        raise Failed(
+            "Occurrences overlap in [1, 1, 1]: after merging a pair, skip past both of "
+            "its tokens. The answer is [9, 1]."
+        )
+    if got[0] == [1, 9]:
+        raise Failed(
+            "Scan from left to right: [1, 1, 1] merges its first pair, giving [9, 1]."
+        )
+    raise Failed(
+        f"Merging (1, 1) in [1, 1, 1] should give [9, 1]; you returned {got[0]}."
+    )
+
+
+def _merge_edge_cases():
+    return [
+        ([], (1, 2), 3),
+        ([1], (1, 2), 3),
+        ([3, 4, 1, 2], (1, 2), 5),
+        ([2, 1], (1, 2), 5),
+    ]
+
+
+def _judge_merge_edges(cases, outcomes):
+    _first_error(outcomes)
+    expected = [[], [1], [3, 4, 5], [2, 1]]
+    for (ids, pair, _), outcome, want in zip(cases, outcomes, expected, strict=True):
+        if outcome.value != want:
+            raise Failed(
+                f"merge_pair({ids}, {pair}, ...) should give {want}, got {outcome.value}: "
+                f"check the empty list, a pair at the very end, and a reversed pair."
+            )
+
+
+def _judge_merge_pure(cases, outcomes):
+    _first_error(outcomes)
+    for outcome in outcomes:
+        if not isinstance(outcome.value, list):
+            raise Failed("Return a new list of ids.")
+
+
+def _merge_pure_cases():
+    return [([1, 2, 1, 2], (1, 2), 3)]
+
+
+MERGE_PAIR = Exercise(
+    key="merge_pair",
+    function="merge_pair",
+    title="Exercise 2: one byte-pair merge",
+    points=3,
+    checks=(
+        Check("replaces every occurrence", _merge_example_cases, _judge_merge_example),
+        Check(
+            "overlapping pairs merge left to right",
+            _merge_overlap_cases,
+            _judge_merge_overlap,
+        ),
+        Check(
+            "edge cases: empty, end of list, reversed pair",
+            _merge_edge_cases,
+            _judge_merge_edges,
+        ),
+        Check("returns a list", _merge_pure_cases, _judge_merge_pure),
+    ),
+)
+
+# --- Exercise 3: an embedding lookup as a one-hot matrix product --------------------
+
+
+def _table(v=7, d=3, dtype=torch.float64, seed=0):
+    return torch.randn(v, d, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def _embed_cases():
+    return [
+        (torch.tensor([0, 3, 3, 6]), _table()),
+        (torch.tensor([[1, 2], [5, 0]]), _table(seed=1)),
+        (torch.tensor([2]), _table(v=5, d=4, dtype=torch.float32, seed=2)),
+    ]
+
+
+def _judge_embed_shape(cases, outcomes):
+    _first_error(outcomes)
+    for (ids, table), outcome in zip(cases, outcomes, strict=True):
+        want = (*ids.shape, table.shape[1])
+        got = (
+            tuple(outcome.value.shape)
+            if isinstance(outcome.value, torch.Tensor)
+            else None
+        )
+        if got == (*ids.shape, table.shape[0]):
+            raise Failed(
+                "Your result has one column per vocabulary entry: that is the one-hot "
+                "matrix itself. Multiply it by the table: (N, V) @ (V, D) -> (N, D)."
+            )
+        if got != want:
+            raise Failed(
+                f"For ids of shape {tuple(ids.shape)} and a table of shape "
+                f"{tuple(table.shape)} the result should be {want}, got {got}."
+            )
+
+
+def _judge_embed_values(cases, outcomes):
+    _first_error(outcomes)
+    for (ids, table), outcome in zip(cases, outcomes, strict=True):
+        value = outcome.value
+        if value.dtype != table.dtype:
+            raise Failed(
+                f"The result should have the table's dtype ({table.dtype}), got "
+                f"{value.dtype}: convert the one-hot matrix with .to(table.dtype)."
+            )
+        if not torch.allclose(value, F.embedding(ids, table)):
+            raise Failed("Row n of the result should be row ids[n] of the table.")
+
+
+EMBED = Exercise(
+    key="embed_one_hot",
+    function="embed_one_hot",
+    title="Exercise 3: lookup = one-hot times a matrix",
+    points=2,
+    checks=(
+        Check("shape (..., D)", _embed_cases, _judge_embed_shape),
+        Check(
+            "equals a table lookup, in the table's dtype",
+            _embed_cases,
+            _judge_embed_values,
+        ),
+    ),
+)
+
+# --- Exercise 4: patchify -----------------------------------------------------------
+
+
+def _images(b, c, h, w, seed=0):
+    return torch.randn(b, c, h, w, generator=torch.Generator().manual_seed(seed))
+
+
+def _patch_cases():
+    return [
+        (_images(2, 1, 8, 8), 2),
+        (_images(1, 3, 6, 4, seed=1), 2),
+        (_images(3, 1, 8, 8, 2), 4),
+    ]
+
+
+def _unfold_reference(images, p):
+    return F.unfold(images, kernel_size=p, stride=p).transpose(1, 2)  # (B, N, C*p*p)
+
+
+def _judge_patch_shape(cases, outcomes):
+    _first_error(outcomes)
+    for (images, p), outcome in zip(cases, outcomes, strict=True):
+        b, c, h, w = images.shape
+        want = (b, (h // p) * (w // p), c * p * p)
+        got = (
+            tuple(outcome.value.shape)
+            if isinstance(outcome.value, torch.Tensor)
+            else None
+        )
+        if got != want:
+            raise Failed(
+                f"Images {tuple(images.shape)} with patch size {p} should give "
+                f"(B, N, C·p·p) = {want}, got {got}."
+            )
+
+
+def _judge_patch_values(cases, outcomes):
+    _first_error(outcomes)
+    for (images, p), outcome in zip(cases, outcomes, strict=True):
+        want = _unfold_reference(images, p)
+        got = outcome.value
+        if torch.allclose(got, want):
+            continue
+        b, c, h, w = images.shape
+        grid = (
+            want.reshape(b, h // p, w // p, -1)
+            .transpose(1, 2)
+            .reshape(b, -1, want.shape[-1])
+        )
+        if torch.allclose(got, grid):
+            raise Failed(
+                "Number the patches row by row (left to right, then top to "
+                "bottom), not column by column."
+            )
+        if c > 1:
+            hwc = want.reshape(b, -1, c, p * p).transpose(2, 3).reshape(want.shape)
+            if torch.allclose(got, hwc):
+                raise Failed(
+                    "Flatten each patch channel first, as (C, p, p), the layout of "
+                    "F.unfold and of a Conv2d weight."
+                )
+        raise Failed(
+            "The patches do not match: patch n should be the flattened (C, p, p) "
+            "block at grid position (n // (W/p), n % (W/p))."
+        )
+
+
+def _patch_error_cases():
+    return [(_images(1, 1, 8, 8), 3), (_images(1, 1, 6, 8), 4)]
+
+
+def _judge_patch_error(cases, outcomes):
+    for outcome in outcomes:
+        if outcome.error != "ValueError":
+            got = (
+                f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
+            )
+            raise Failed(
+                "When the image size is not divisible by the patch size, raise a "
+                f"ValueError that names both sizes (got {got})."
+            )
+        if "8" not in outcome.message:
+            raise Failed("Name the image size and the patch size in the error message.")
+
+
+PATCHIFY = Exercise(
+    key="patchify",
+    function="patchify",
+    title="Exercise 4: images into patch tokens",
+    points=4,
+    checks=(
+        Check("shape (B, N, C·p·p)", _patch_cases, _judge_patch_shape),
+        Check(
+            "patches in row-major order, each flattened as (C, p, p)",
+            _patch_cases,
+            _judge_patch_values,
+        ),
+        Check(
+            "a clear ValueError for sizes that do not divide",
+            _patch_error_cases,
+            _judge_patch_error,
+        ),
+    ),
+)
+
+EXERCISES: dict[str, Exercise] = {
+    e.key: e for e in (CHAR_VOCAB, MERGE_PAIR, EMBED, PATCHIFY)
+}
+
+QUIZZES = {
+    "quiz_layout": MultipleChoice(
+        key="quiz_layout",
+        question="Turner writes the tokens of one sequence as a D×N matrix. What shape does the "
+        "course's code use for a batch of B sequences?",
+        explanation="The code keeps tokens as rows, with the batch first: (B, N, D). "
+        "Turner's X is the transpose of one (N, D) slice.",
+        options=["(B, N, D)", "(B, D, N)", "(N, B, D)", "(D, N)"],
+        answer=0,
+    ),
+    "quiz_patches": Numeric(
+        key="quiz_patches",
+        question="An 8×8 digit image is cut into non-overlapping 2×2 patches. How many tokens is that?",
+        explanation="(8/2) × (8/2) = 16 patches, each a token of 2·2·1 = 4 numbers.",
+        answer=16,
+    ),
+    "quiz_embedding_size": Numeric(
+        key="quiz_embedding_size",
+        question="How many parameters has an embedding table for a vocabulary of 50,257 "
+        "tokens and width D = 768?",
+        explanation="One row of D numbers per token: 50,257 × 768 = 38,597,376.",
+        answer=50_257 * 768,
+    ),
+    "quiz_bytes": MultipleChoice(
+        key="quiz_bytes",
+        question="Why does a byte-level BPE tokenizer never meet an unknown token?",
+        explanation="Any string is a sequence of UTF-8 bytes, and all 256 byte values are in the "
+        "base vocabulary; merges only add longer pieces on top.",
+        options=[
+            "All 256 byte values are in its base vocabulary",
+            "Its vocabulary is very large",
+            "It drops characters it does not know",
+            "It lower-cases the text first",
+        ],
+        answer=0,
+    ),
+    "quiz_lookup": MultipleChoice(
+        key="quiz_lookup",
+        question="With an embedding matrix E of shape (V, D), looking up token i equals:",
+        explanation="A one-hot row vector e_i of length V picks row i: e_i @ E = E[i].",
+        options=["one_hot(i) @ E", "E @ one_hot(i)", "E[:, i]", "softmax(E)[i]"],
+        answer=0,
+    ),
+}

@@ -1,0 +1,182 @@
+"""The exercise notebooks' user interface: Check buttons, quizzes, progress.
+
+All grading logic lives in :mod:`.core` (code exercises) and in the small
+:class:`Quiz` classes below; these widgets only show results. Widgets write
+their results into ``HTML`` widgets rather than ``Output`` capture, so that they
+also work (and are tested) without a running kernel.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import ipywidgets as widgets
+
+from .core import NOT_ATTEMPTED, PASSED, Exercise, Report, run_exercise
+
+__all__ = ["MultipleChoice", "Numeric", "check_widget", "progress_widget"]
+
+# What this kernel has seen: exercise or quiz key -> "passed"/"failed"/"not attempted".
+PROGRESS: dict[str, str] = {}
+
+_ICONS = {PASSED: "✅", "failed": "❌", NOT_ATTEMPTED: "⬜"}
+
+
+def grading_with_nbgrader() -> bool:
+    """True while nbgrader autogrades or validates this notebook."""
+    return bool(os.environ.get("NBGRADER_EXECUTION"))
+
+
+def render_report(report: Report) -> str:
+    """The results of one exercise as HTML: one row per check, with hints."""
+    title = html.escape(report.exercise.title)
+    if report.status == NOT_ATTEMPTED:
+        return (
+            f"<b>{_ICONS[NOT_ATTEMPTED]} {title}: not attempted.</b> Replace "
+            f"<code>raise NotImplementedError</code> in <code>"
+            f"{html.escape(report.exercise.function)}</code> with your code, run "
+            f"that cell, then check again."
+        )
+    rows = "".join(
+        f"<tr><td>{'✅' if r.passed else '❌'}</td><td>{html.escape(r.name)}</td>"
+        f"<td>{html.escape(r.hint)}</td></tr>"
+        for r in report.results
+    )
+    return (
+        f"<b>{_ICONS[report.status]} {title}: {report.passed_count} of "
+        f"{len(report.results)} checks passed.</b>"
+        f"<table><tr><th></th><th>check</th><th>hint</th></tr>{rows}</table>"
+    )
+
+
+def _current_definition(name: str) -> Callable | None:
+    """The learner's latest definition of ``name`` in the notebook's namespace."""
+    namespace = getattr(sys.modules.get("__main__"), "__dict__", {})
+    found = namespace.get(name)
+    return found if callable(found) else None
+
+
+def check_widget(exercise: Exercise, function: Callable | None):
+    """Run the checks now and show the results, with a "Check again" button.
+
+    The button re-runs the checks on the learner's *current* definition of the
+    function (looked up by name in the notebook), so it can be clicked after
+    editing and re-running the solution cell.
+
+    Under nbgrader autograding, returns the points earned instead (nbgrader
+    reads a numeric cell result as partial credit).
+    """
+    report = run_exercise(exercise, function)
+    PROGRESS[exercise.key] = report.status
+    if grading_with_nbgrader():
+        return report.score
+    results = widgets.HTML(render_report(report))
+    button = widgets.Button(description="Check again", icon="check")
+
+    def on_click(_button) -> None:
+        latest = _current_definition(exercise.function) or function
+        fresh = run_exercise(exercise, latest)
+        PROGRESS[exercise.key] = fresh.status
+        results.value = render_report(fresh)
+
+    button.on_click(on_click)
+    box = widgets.VBox([results, button])
+    box.report = report  # for tests and for the curious
+    return box
+
+
+@dataclass
+class _Quiz:
+    key: str
+    question: str
+    explanation: str
+
+    def grade(self, answer: object) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _control(self) -> widgets.Widget:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def widget(self) -> widgets.VBox:
+        """The question, an answer control, a Submit button and the feedback."""
+        PROGRESS.setdefault(self.key, NOT_ATTEMPTED)
+        control = self._control()
+        feedback = widgets.HTML("")
+        submit = widgets.Button(description="Submit")
+
+        def on_submit(_button) -> None:
+            if control.value is None:
+                feedback.value = "Choose an answer first."
+                return
+            correct = self.grade(control.value)
+            PROGRESS[self.key] = PASSED if correct else "failed"
+            verdict = "✅ Correct." if correct else "❌ Not quite."
+            feedback.value = f"<b>{verdict}</b> {html.escape(self.explanation)}"
+
+        submit.on_click(on_submit)
+        box = widgets.VBox(
+            [
+                widgets.HTML(f"<b>{html.escape(self.question)}</b>"),
+                control,
+                submit,
+                feedback,
+            ]
+        )
+        box.control, box.submit, box.feedback = control, submit, feedback
+        return box
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget()._repr_mimebundle_(**kwargs)
+
+
+@dataclass
+class MultipleChoice(_Quiz):
+    """A question with several options, one of them right."""
+
+    options: Sequence[str] = ()
+    answer: int = 0  # index into options
+
+    def grade(self, answer: object) -> bool:
+        return answer == self.options[self.answer]
+
+    def _control(self) -> widgets.Widget:
+        return widgets.RadioButtons(
+            options=list(self.options), value=None, layout={"width": "max-content"}
+        )
+
+
+@dataclass
+class Numeric(_Quiz):
+    """A question with a numeric answer, right within a relative tolerance."""
+
+    answer: float = 0.0
+    rel_tol: float = 1e-3
+
+    def grade(self, answer: object) -> bool:
+        return isinstance(answer, int | float) and math.isclose(
+            float(answer), self.answer, rel_tol=self.rel_tol, abs_tol=1e-12
+        )
+
+    def _control(self) -> widgets.Widget:
+        return widgets.FloatText(value=None, description="answer")
+
+
+def progress_widget(
+    keys: Sequence[str], titles: Sequence[str] | None = None
+) -> widgets.HTML:
+    """A summary of which exercises and quizzes of this notebook pass."""
+    titles = list(titles) if titles is not None else list(keys)
+    rows = "".join(
+        f"<tr><td>{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), '❌')}</td>"
+        f"<td>{html.escape(title)}</td><td>{PROGRESS.get(key, NOT_ATTEMPTED)}</td></tr>"
+        for key, title in zip(keys, titles, strict=True)
+    )
+    done = sum(PROGRESS.get(key) == PASSED for key in keys)
+    return widgets.HTML(
+        f"<b>Progress: {done} of {len(keys)} passed.</b><table>{rows}</table>"
+    )
