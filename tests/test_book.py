@@ -141,5 +141,14 @@ def test_launch_download_and_repository_buttons(site):
     assert "../_sources/book/notation.ipynb" in page  # download the notebook
 
 
+def test_exercise_pages_show_stubs_not_solutions(site):
+    page = (site / "exercises" / "01_tokens.html").read_text(encoding="utf-8")
+    assert "NotImplementedError" in page
+    assert "BEGIN SOLUTION" not in page
+    assert "enumerate(sorted(set(text)))" not in page  # a line of a solution
+    assert not (site / "exercises" / "source").exists()
+    assert not list(site.rglob("_sources/exercises/source/*"))
+
+
 def test_footer_has_this_copyright(site):
     assert "2026" in (site / "book" / "intro.html").read_text(encoding="utf-8")

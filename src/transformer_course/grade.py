@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -294,7 +295,10 @@ def _chapter_of(notebook: nbformat.NotebookNode, path: Path) -> int:
 
 
 def grade_notebook(
-    path: Path | str, chapter: int | None = None, timeout: float = 30.0
+    path: Path | str,
+    chapter: int | None = None,
+    timeout: float = 30.0,
+    only: Sequence[str] | None = None,
 ) -> NotebookGrade:
     """Grade one submitted notebook; see the module docstring."""
     path = Path(path)
@@ -303,9 +307,15 @@ def grade_notebook(
     if number not in CHAPTERS:
         raise ValueError(f"chapter: expected one of {sorted(CHAPTERS)}, got {number!r}")
     module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[number]}")
+    unknown = set(only or ()) - set(module.EXERCISES)
+    if unknown:
+        raise ValueError(
+            f"only: expected keys among {sorted(module.EXERCISES)}, got {sorted(unknown)}"
+        )
     grades = [
         _grade_exercise(exercise, _solution_source(notebook, exercise), timeout)
-        for exercise in module.EXERCISES.values()
+        for key, exercise in module.EXERCISES.items()
+        if only is None or key in only
     ]
     return NotebookGrade(path.name, number, grades)
 

@@ -120,7 +120,7 @@ def _judge_merge_overlap(cases, outcomes):
     got = [o.value for o in outcomes]
     if got == [[9, 1], [9, 9]]:
         return
-    if got[0] in ([9, 9], [9, 9, 9]):
+    if got[0] != [9, 1] and isinstance(got[0], list) and got[0].count(9) >= 2:
         raise Failed(
             "Occurrences overlap in [1, 1, 1]: after merging a pair, skip past both of "
             "its tokens. The answer is [9, 1]."

@@ -155,7 +155,7 @@ class Numeric(_Quiz):
     """A question with a numeric answer, right within a relative tolerance."""
 
     answer: float = 0.0
-    rel_tol: float = 1e-3
+    rel_tol: float = 1e-6
 
     def grade(self, answer: object) -> bool:
         return isinstance(answer, int | float) and math.isclose(

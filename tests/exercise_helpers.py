@@ -1,0 +1,84 @@
+"""Helpers for the exercise tests: load solutions and build submissions."""
+
+import copy
+from pathlib import Path
+
+import nbformat
+
+from transformer_course.exercises.release import BEGIN, END, student_version
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "exercises" / "source" / "01_tokens.ipynb"
+STUDENT = ROOT / "exercises" / "01_tokens.ipynb"
+PRELUDE = "import torch\nimport torch.nn.functional as F\n"
+
+
+def read_source():
+    return nbformat.read(SOURCE, as_version=4)
+
+
+def solution_cells(notebook):
+    """grade_id -> source, for the solution cells."""
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell.source
+        for cell in notebook.cells
+        if cell.metadata.get("nbgrader", {}).get("solution")
+    }
+
+
+def namespace_from(sources):
+    namespace = {}
+    exec(PRELUDE, namespace)
+    for source in sources:
+        exec(source, namespace)
+    return namespace
+
+
+def without_markers(source):
+    return "\n".join(
+        line for line in source.splitlines() if line.strip() not in (BEGIN, END)
+    )
+
+
+def submission(replacements=None, edit=None):
+    """A completed student notebook: the reference solutions, with the solution
+    cells named in ``replacements`` (grade_id -> new source) swapped in, and
+    ``edit(notebook)`` applied last."""
+    notebook = student_version(read_source())
+    reference = solution_cells(read_source())
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in reference:
+            cell.source = (replacements or {}).get(
+                grade_id, without_markers(reference[grade_id])
+            )
+    if edit is not None:
+        edit(notebook)
+    return copy.deepcopy(notebook)
+
+
+WRONG = {
+    # ids in order of first appearance, not sorted: fails 1 of 3 checks
+    "build_char_vocab": "def build_char_vocab(text):\n    return {c: i for i, c in enumerate(dict.fromkeys(text))}\n",
+    # overlapping merges: fails 1 of 4 checks
+    "merge_pair": (
+        "def merge_pair(ids, pair, new_id):\n"
+        "    out = []\n"
+        "    for i in range(len(ids)):\n"
+        "        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):\n"
+        "            out.append(new_id)\n"
+        "        elif i > 0 and (ids[i - 1], ids[i]) == tuple(pair):\n"
+        "            continue\n"
+        "        else:\n"
+        "            out.append(ids[i])\n"
+        "    return out\n"
+    ),
+    # left as the stub
+    "embed_one_hot": "def embed_one_hot(ids, table):\n    raise NotImplementedError()\n",
+}
+WRONG_SCORES = {
+    "build_char_vocab": 2.0,
+    "merge_pair": 2.25,
+    "embed_one_hot": 0.0,
+    "patchify": 4.0,
+}

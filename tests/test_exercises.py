@@ -1,0 +1,270 @@
+"""The exercise machinery: check engine, chapter-1 checks, widgets (headless)."""
+
+import html
+import sys
+
+import pytest
+import torch
+from exercise_helpers import WRONG, namespace_from, read_source, solution_cells
+
+from transformer_course.exercises import chapter, core, widgets
+from transformer_course.exercises.ch01 import EXERCISES, QUIZZES
+from transformer_course.exercises.release import student_version
+
+
+@pytest.fixture(scope="module")
+def solutions():
+    return namespace_from(solution_cells(read_source()).values())
+
+
+@pytest.fixture(scope="module")
+def stubs():
+    notebook = student_version(read_source())
+    return namespace_from(solution_cells(notebook).values())
+
+
+@pytest.fixture(autouse=True)
+def fresh_progress():
+    widgets.PROGRESS.clear()
+    yield
+    widgets.PROGRESS.clear()
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_reference_solution_passes_every_check(solutions, key):
+    exercise = EXERCISES[key]
+    report = core.run_exercise(exercise, solutions[exercise.function])
+    assert report.status == "passed", report.results
+    assert report.score == exercise.points
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_stub_is_not_attempted(stubs, key):
+    report = core.run_exercise(EXERCISES[key], stubs[EXERCISES[key].function])
+    assert report.status == "not attempted"
+    assert report.score == 0
+
+
+def failing(report):
+    return {r.name: r.hint for r in report.results if not r.passed}
+
+
+def fn(source, name):
+    return namespace_from([source])[name]
+
+
+# (exercise, wrong implementation, the check that must fail, words of its hint)
+MISTAKES = [
+    (
+        "build_char_vocab",
+        WRONG["build_char_vocab"],
+        "ids are 0..V-1 in sorted character order",
+        "sorted order",
+    ),
+    (
+        "build_char_vocab",
+        "def build_char_vocab(text):\n    return {c: i + 1 for i, c in enumerate(sorted(set(text)))}",
+        "ids are 0..V-1 in sorted character order",
+        "Start the ids at 0",
+    ),
+    (
+        "build_char_vocab",
+        "def build_char_vocab(text):\n    return {c: i for i, c in enumerate(sorted(set(text.split())))}",
+        "every distinct character has one id",
+        "set(text)",
+    ),
+    (
+        "merge_pair",
+        WRONG["merge_pair"],
+        "overlapping pairs merge left to right",
+        "skip past both",
+    ),
+    (
+        "merge_pair",
+        "def merge_pair(ids, pair, new_id):\n    out = list(ids)\n    i = len(out) - 2\n"
+        "    while i >= 0:\n        if (out[i], out[i + 1]) == tuple(pair):\n            out[i:i + 2] = [new_id]\n"
+        "            i -= 2\n        else:\n            i -= 1\n    return out",
+        "overlapping pairs merge left to right",
+        "left to right",
+    ),
+    (
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n    return F.one_hot(ids, table.shape[0]).to(table.dtype)",
+        "shape (..., D)",
+        "one column per vocabulary entry",
+    ),
+    (
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n    return F.one_hot(ids, table.shape[0]).float() @ table.float()",
+        "equals a table lookup, in the table's dtype",
+        "table's dtype",
+    ),
+    (
+        "patchify",
+        "def patchify(images, p):\n    B, C, H, W = images.shape\n"
+        "    g = images.reshape(B, C, H // p, p, W // p, p).permute(0, 4, 2, 1, 3, 5)\n"
+        "    return g.reshape(B, -1, C * p * p)",
+        "patches in row-major order, each flattened as (C, p, p)",
+        "row by row",
+    ),
+    (
+        "patchify",
+        "def patchify(images, p):\n    B, C, H, W = images.shape\n"
+        "    g = images.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 3, 5, 1)\n"
+        "    return g.reshape(B, -1, C * p * p)",
+        "patches in row-major order, each flattened as (C, p, p)",
+        "channel first",
+    ),
+    (
+        "patchify",
+        "def patchify(images, p):\n    return F.unfold(images, p, stride=p).transpose(1, 2)",
+        "a clear ValueError for sizes that do not divide",
+        "ValueError",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "source", "check", "hint"),
+    MISTAKES,
+    ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
+)
+def test_usual_mistake_fails_the_intended_check_with_its_hint(key, source, check, hint):
+    exercise = EXERCISES[key]
+    report = core.run_exercise(exercise, fn(source, exercise.function))
+    failed = failing(report)
+    assert check in failed, failed
+    assert hint in failed[check]
+    assert report.status == "failed"
+    assert 0 <= report.score < exercise.points
+
+
+def test_partial_credit_is_proportional_to_checks_passed():
+    report = core.run_exercise(
+        EXERCISES["merge_pair"], fn(WRONG["merge_pair"], "merge_pair")
+    )
+    assert report.passed_count == 3
+    assert report.score == pytest.approx(3 * 3 / 4)
+
+
+def test_a_crashing_function_gets_the_exception_as_hint():
+    report = core.run_exercise(
+        EXERCISES["merge_pair"],
+        fn("def merge_pair(ids, pair, new_id):\n    return ids[99]", "merge_pair"),
+    )
+    assert report.status == "failed"
+    assert "IndexError" in report.first_hint
+
+
+def test_a_wrong_return_type_is_a_failure_not_a_crash():
+    report = core.run_exercise(EXERCISES["embed_one_hot"], lambda ids, table: None)
+    assert report.passed_count == 0
+    assert all(r.hint for r in report.results)
+
+
+def test_inputs_are_protected_from_mutation():
+    seen = []
+
+    def mutating(ids, table):
+        seen.append(table.clone())
+        table.zero_()
+        return F_lookup(ids, table)
+
+    def F_lookup(ids, table):
+        return torch.nn.functional.embedding(ids, table)
+
+    core.run_exercise(EXERCISES["embed_one_hot"], mutating)
+    # every call got the original, non-zero table despite earlier calls zeroing theirs
+    assert all(t.abs().sum() > 0 for t in seen)
+
+
+def test_to_plain_keeps_only_plain_data():
+    value = core.to_plain({"a": (1, 2.5, "s", None, [torch.ones(2)]), 3: object()})
+    assert value["a"][:4] == (1, 2.5, "s", None)
+    assert torch.equal(value["a"][4][0], torch.ones(2))
+    assert value["3"] == "<object>"
+
+
+# --- widgets, headless ---------------------------------------------------------
+
+
+def test_check_widget_shows_results_and_check_again_uses_the_latest_definition(
+    monkeypatch, stubs, solutions
+):
+    ex = chapter(1)
+    box = ex.check("merge_pair", stubs["merge_pair"])
+    results, button = box.children
+    assert "not attempted" in results.value
+    assert widgets.PROGRESS["merge_pair"] == "not attempted"
+
+    # the learner fixes the function and re-runs its cell: __main__ has the new one
+    monkeypatch.setattr(
+        sys.modules["__main__"], "merge_pair", solutions["merge_pair"], raising=False
+    )
+    button.click()
+    assert "4 of 4 checks passed" in results.value
+    assert widgets.PROGRESS["merge_pair"] == "passed"
+
+
+def test_check_widget_lists_failures_with_hints():
+    box = chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair"))
+    shown = box.children[0].value
+    assert "3 of 4 checks passed" in shown
+    assert "skip past both" in shown
+    assert box.report.status == "failed"
+
+
+def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    score = chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair"))
+    assert score == pytest.approx(2.25)
+
+
+def test_multiple_choice_quiz_grades_and_explains():
+    box = chapter(1).quiz("quiz_layout")
+    box.submit.click()
+    assert "Choose an answer first" in box.feedback.value
+    box.control.value = "(B, D, N)"
+    box.submit.click()
+    assert "Not quite" in box.feedback.value
+    assert widgets.PROGRESS["quiz_layout"] == "failed"
+    box.control.value = "(B, N, D)"
+    box.submit.click()
+    assert "Correct" in box.feedback.value
+    assert html.escape(QUIZZES["quiz_layout"].explanation) in box.feedback.value
+    assert widgets.PROGRESS["quiz_layout"] == "passed"
+
+
+def test_numeric_quiz_accepts_the_answer_within_tolerance():
+    box = chapter(1).quiz("quiz_embedding_size")
+    box.control.value = 38_597_000.0
+    box.submit.click()
+    assert "Not quite" in box.feedback.value
+    box.control.value = 38_597_376.0
+    box.submit.click()
+    assert "Correct" in box.feedback.value
+
+
+def test_progress_summarises_exercises_and_quizzes(solutions):
+    ex = chapter(1)
+    ex.check("patchify", solutions["patchify"])
+    box = ex.quiz("quiz_patches")
+    box.control.value = 16.0
+    box.submit.click()
+    shown = ex.progress().value
+    assert f"Progress: 2 of {len(EXERCISES) + len(QUIZZES)} passed" in shown
+    assert "Exercise 4: images into patch tokens" in shown
+
+
+def test_unknown_names_are_clear_errors():
+    with pytest.raises(ValueError, match=r"chapter: expected one of \[1\], got 9"):
+        chapter(9)
+    with pytest.raises(KeyError, match="exercise: expected one of"):
+        chapter(1).check("merge", None)
+    with pytest.raises(KeyError, match="quiz: expected one of"):
+        chapter(1).quiz("nope")
+
+
+def test_there_are_enough_exercises_and_quizzes():
+    assert len(EXERCISES) >= 4
+    assert len(QUIZZES) >= 4
