@@ -10,6 +10,10 @@ lives in one module, roughly one per chapter:
 ``data``        the text corpus and the digits images (chapters 1, 6, 7)
 ``plotting``    attention heatmaps (chapters 2, 3)
 ==============  =========================================================
+
+Not imported by ``import transformer_course``: ``exercises`` (self-checking
+exercise notebooks), ``grade`` (``python -m transformer_course.grade``, the
+autograder) and ``book_assets`` (vendored JavaScript for offline reading).
 """
 
 from .data import Digits, cache_dir, course_corpus, load_digits, load_text

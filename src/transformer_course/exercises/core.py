@@ -34,6 +34,7 @@ __all__ = [
     "Report",
     "call_cases",
     "judge_outcomes",
+    "report_from_outcomes",
     "run_exercise",
     "to_plain",
 ]
