@@ -9,6 +9,8 @@ lives in one module, roughly one per chapter:
 ``notation``    rows (N, D) versus Turner's columns D×N (Notation page)
 ``data``        the text corpus and the digits images (chapters 1, 6, 7)
 ``plotting``    attention heatmaps (chapters 2, 3)
+``tokens``      tokenizers (characters, words, BPE) and patches (chapter 1)
+``word_vectors`` co-occurrence word vectors and similarity (chapter 1)
 ==============  =========================================================
 
 Not imported by ``import transformer_course``: ``exercises`` (self-checking
@@ -21,29 +23,65 @@ from .notation import average_columns, average_rows, to_columns, to_rows
 from .plotting import attention_heatmap
 from .runtime import on_colab, pick_device, seed_everything, setup, show_source
 from .shapes import ShapeError, expect_shape
+from .tokens import (
+    BPETokenizer,
+    CharTokenizer,
+    WordTokenizer,
+    one_hot_lookup,
+    patchify,
+    pretokenize,
+    unpatchify,
+)
+from .word_vectors import (
+    cooccurrence,
+    cosine_similarity_matrix,
+    nearest,
+    ppmi,
+    svd_vectors,
+)
 
 __version__ = "0.1.0"
 
 #: The package's modules, in the order the course introduces them.
-MODULES = ("shapes", "runtime", "notation", "data", "plotting")
+MODULES = (
+    "shapes",
+    "runtime",
+    "notation",
+    "data",
+    "plotting",
+    "tokens",
+    "word_vectors",
+)
 
 __all__ = [
     "MODULES",
+    "BPETokenizer",
+    "CharTokenizer",
     "Digits",
     "ShapeError",
+    "WordTokenizer",
     "attention_heatmap",
     "average_columns",
     "average_rows",
     "cache_dir",
+    "cooccurrence",
+    "cosine_similarity_matrix",
     "course_corpus",
     "expect_shape",
     "load_digits",
     "load_text",
+    "nearest",
     "on_colab",
+    "one_hot_lookup",
+    "patchify",
     "pick_device",
+    "ppmi",
+    "pretokenize",
     "seed_everything",
     "setup",
     "show_source",
+    "svd_vectors",
     "to_columns",
     "to_rows",
+    "unpatchify",
 ]

@@ -1,0 +1,100 @@
+"""Chapter 1: word vectors learned in seconds from co-occurrence counts.
+
+Words that occur in similar contexts get similar vectors (the distributional
+hypothesis). Count how often each pair of words appears within a small window,
+weight the counts by positive pointwise mutual information (PPMI), and keep the
+top singular directions: each word's row is its vector. Similarity is then a
+dot product, or a cosine when lengths should not matter.
+
+See book/01_tokens.ipynb ("Embeddings").
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .shapes import expect_shape
+
+__all__ = ["cooccurrence", "cosine_similarity_matrix", "nearest", "ppmi", "svd_vectors"]
+
+
+def cooccurrence(ids: torch.Tensor, vocab_size: int, window: int = 2) -> torch.Tensor:
+    """Symmetric co-occurrence counts.
+
+    Args:
+        ids: (N,) int64 word ids of a text, in 0..V-1.
+        vocab_size: V.
+        window: words up to this many positions apart count as co-occurring.
+
+    Returns:
+        (V, V) float64: entry [a, b] counts the positions i != j, |i - j| <= window,
+        with ids[i] == a and ids[j] == b.
+    """
+    expect_shape(ids, "N", "ids")
+    if window < 1:
+        raise ValueError(f"window: expected a positive int, got {window}")
+    counts = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
+    ones = torch.ones(max(len(ids) - 1, 0), dtype=torch.float64)
+    for offset in range(1, window + 1):
+        left, right = ids[:-offset], ids[offset:]  # (N - offset,) each
+        counts.index_put_((left, right), ones[: len(left)], accumulate=True)
+        counts.index_put_((right, left), ones[: len(left)], accumulate=True)
+    return counts
+
+
+def ppmi(counts: torch.Tensor) -> torch.Tensor:
+    """Positive pointwise mutual information, ``max(0, log p(a, b) / (p(a) p(b)))``.
+
+    Args:
+        counts: (V, V) non-negative co-occurrence counts.
+
+    Returns:
+        (V, V), zero where a pair never co-occurs.
+    """
+    expect_shape(counts, "V V", "counts")
+    total = counts.sum()
+    joint = counts / total  # p(a, b)
+    row = joint.sum(dim=1, keepdim=True)  # (V, 1): p(a)
+    col = joint.sum(dim=0, keepdim=True)  # (1, V): p(b)
+    with torch.no_grad():
+        expected = row * col
+    pmi = torch.log(joint / expected.clamp_min(1e-300))
+    return torch.where(counts > 0, pmi.clamp_min(0.0), torch.zeros_like(pmi))
+
+
+def svd_vectors(matrix: torch.Tensor, dim: int) -> torch.Tensor:
+    """Rows of the best rank-``dim`` factor: ``U[:, :dim] * sqrt(S[:dim])``.
+
+    Args:
+        matrix: (V, V) symmetric word-context matrix, e.g. PPMI.
+        dim: D, the vector width.
+
+    Returns:
+        (V, D) word vectors. Signs of the singular vectors are fixed so that each
+        column's largest entry is positive, which makes the result deterministic.
+    """
+    dims = expect_shape(matrix, "V V", "matrix")
+    if not 1 <= dim <= dims["V"]:
+        raise ValueError(f"dim: expected 1..{dims['V']}, got {dim}")
+    U, S, _ = torch.linalg.svd(matrix)
+    vectors = U[:, :dim] * S[:dim].sqrt()  # (V, D)
+    signs = torch.sign(
+        vectors.gather(0, vectors.abs().argmax(0, keepdim=True))
+    )  # (1, D)
+    return vectors * signs
+
+
+def cosine_similarity_matrix(vectors: torch.Tensor) -> torch.Tensor:
+    """All pairwise cosines: (V, D) -> (V, V), ``x_a·x_b / (|x_a| |x_b|)``."""
+    expect_shape(vectors, "V D", "vectors")
+    unit = vectors / vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # (V, D)
+    return unit @ unit.T
+
+
+def nearest(vectors: torch.Tensor, index: int, k: int = 5) -> list[int]:
+    """The ``k`` rows most cosine-similar to row ``index`` (itself excluded)."""
+    expect_shape(vectors, "V D", "vectors")
+    sims = F.cosine_similarity(vectors, vectors[index : index + 1], dim=-1)  # (V,)
+    sims[index] = -float("inf")
+    return sims.topk(k).indices.tolist()
