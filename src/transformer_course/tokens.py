@@ -14,6 +14,7 @@ See book/01_tokens.ipynb.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -145,7 +146,7 @@ def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
 
 
 def _pairs(ids: list[int]) -> Counter:
-    return Counter(zip(ids, ids[1:], strict=False))
+    return Counter(itertools.pairwise(ids))
 
 
 class BPETokenizer:
@@ -192,7 +193,7 @@ class BPETokenizer:
         pair_counts: Counter = Counter()
         where: defaultdict[tuple[int, int], set[int]] = defaultdict(set)
         for index, (ids, freq) in enumerate(zip(words, freqs, strict=True)):
-            for pair in zip(ids, ids[1:], strict=False):
+            for pair in itertools.pairwise(ids):
                 pair_counts[pair] += freq
                 where[pair].add(index)
         merges: list[tuple[int, int]] = []
@@ -223,7 +224,7 @@ class BPETokenizer:
         while len(ids) > 1:
             # apply the earliest-learned merge present, as training did
             pair = min(
-                zip(ids, ids[1:], strict=False),
+                itertools.pairwise(ids),
                 key=lambda p: self.ranks.get(p, 1 << 30),
             )
             if pair not in self.ranks:
