@@ -75,7 +75,9 @@ def toc_files():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [toc["root"]]
     for part in toc.get("parts", []):
-        files += [chapter["file"] for chapter in part["chapters"]]
+        for chapter in part["chapters"]:
+            files.append(chapter["file"])
+            files += [section["file"] for section in chapter.get("sections", [])]
     return files
 
 
@@ -148,6 +150,13 @@ def test_exercise_pages_show_stubs_not_solutions(site):
     assert "enumerate(sorted(set(text)))" not in page  # a line of a solution
     assert not (site / "exercises" / "source").exists()
     assert not list(site.rglob("_sources/exercises/source/*"))
+
+
+def test_chapter_one_ran_with_its_figures(site):
+    page = (site / "book" / "01_tokens.html").read_text(encoding="utf-8")
+    assert "trained 1,792 merges" in page  # printed by a cell at build time
+    assert page.count('src="../_images/') >= 5  # its five figures
+    assert "../exercises/01_tokens.html" in page  # links its exercises
 
 
 def test_footer_has_this_copyright(site):
