@@ -64,6 +64,8 @@ def test_word_tokenizer_has_unknown_words_and_loses_spacing():
     assert tok.encode("the dog sat") == [1, 0, 0]
     assert tok.decode(tok.encode("the  cat.")) == "the cat ."
     assert tc.WordTokenizer.split("don't stop, o'er") == ["don't", "stop", ",", "o'er"]
+    with pytest.raises(ValueError, match=r"expected values in 0..3, got \[4\]"):
+        tok.decode([1, 4])
 
 
 # --- BPE -------------------------------------------------------------------------

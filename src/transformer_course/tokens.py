@@ -35,6 +35,15 @@ __all__ = [
 ]
 
 
+def _checked_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
+    """``ids`` as a list, or a ValueError naming the ids outside 0..vocab_size-1."""
+    ids = list(ids)
+    bad = [i for i in ids if not 0 <= i < vocab_size]
+    if bad:
+        raise ValueError(f"ids: expected values in 0..{vocab_size - 1}, got {bad[:5]}")
+    return ids
+
+
 class CharTokenizer:
     """Characters as tokens: the vocabulary is the sorted set of a text's characters.
 
@@ -65,12 +74,7 @@ class CharTokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """The characters of ``ids``."""
-        ids = list(ids)
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(
-                f"ids: expected values in 0..{self.vocab_size - 1}, got {bad[:5]}"
-            )
+        ids = _checked_ids(ids, self.vocab_size)
         return "".join(self.chars[i] for i in ids)
 
 
@@ -117,7 +121,7 @@ class WordTokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """Words joined by single spaces (the original spacing is not kept)."""
-        return " ".join(self.words[i] for i in ids)
+        return " ".join(self.words[i] for i in _checked_ids(ids, self.vocab_size))
 
 
 # Split text into chunks before BPE, so merges never cross a word boundary:
@@ -245,12 +249,7 @@ class BPETokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``. Ids that split a multi-byte character decode to U+FFFD."""
-        ids = list(ids)
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(
-                f"ids: expected values in 0..{self.vocab_size - 1}, got {bad[:5]}"
-            )
+        ids = _checked_ids(ids, self.vocab_size)
         return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
 
     def token_strings(self, ids: Iterable[int]) -> list[str]:
