@@ -1,6 +1,7 @@
 """nbgrader works on our source notebooks as they are: generate_assignment, then
 autograde one correct and one wrong submission, offline, and read the gradebook."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,11 @@ def fill(release: Path, target: Path, replacements: dict[str, str]) -> None:
     nbformat.write(notebook, target)
 
 
-def test_generate_assignment_and_autograde(tmp_path):
+def test_generate_assignment_and_autograde(tmp_path, monkeypatch):
+    # nbgrader runs `alembic` by name (also inside Gradebook): the environment's bin
+    # folder must be on PATH, as for an instructor who activated the environment.
+    bin_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ.get("PATH", ""))
     course = tmp_path / "course"
     (course / "source" / "ch01").mkdir(parents=True)
     shutil.copy(SOURCE, course / "source" / "ch01" / SOURCE.name)
