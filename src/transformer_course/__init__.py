@@ -11,6 +11,7 @@ lives in one module, roughly one per chapter:
 ``plotting``    attention heatmaps (chapters 2, 3)
 ``tokens``      tokenizers (characters, words, BPE) and patches (chapter 1)
 ``word_vectors`` co-occurrence word vectors and similarity (chapter 1)
+``attention``   softmax, scaled dot-product and additive attention (chapter 2)
 ==============  =========================================================
 
 Not imported by ``import transformer_course``: ``exercises`` (self-checking
@@ -18,6 +19,15 @@ exercise notebooks), ``grade`` (``python -m transformer_course.grade``, the
 autograder) and ``book_assets`` (vendored JavaScript for offline reading).
 """
 
+from .attention import (
+    AdditiveAttention,
+    SelfAttention,
+    additive_scores,
+    attention_weights,
+    causal_mask,
+    scaled_dot_product_attention,
+    softmax,
+)
 from .data import Digits, cache_dir, course_corpus, load_digits, load_text
 from .notation import average_columns, average_rows, to_columns, to_rows
 from .plotting import attention_heatmap
@@ -55,15 +65,20 @@ MODULES = (
 
 __all__ = [
     "MODULES",
+    "AdditiveAttention",
     "BPETokenizer",
     "CharTokenizer",
     "Digits",
+    "SelfAttention",
     "ShapeError",
     "WordTokenizer",
+    "additive_scores",
     "attention_heatmap",
+    "attention_weights",
     "average_columns",
     "average_rows",
     "cache_dir",
+    "causal_mask",
     "cooccurrence",
     "cosine_similarity_matrix",
     "course_corpus",
@@ -77,9 +92,11 @@ __all__ = [
     "pick_device",
     "ppmi",
     "pretokenize",
+    "scaled_dot_product_attention",
     "seed_everything",
     "setup",
     "show_source",
+    "softmax",
     "svd_vectors",
     "to_columns",
     "to_rows",
