@@ -12,6 +12,7 @@ lives in one module, roughly one per chapter:
 ``tokens``      tokenizers (characters, words, BPE) and patches (chapter 1)
 ``word_vectors`` co-occurrence word vectors and similarity (chapter 1)
 ``attention``   softmax, scaled dot-product and additive attention (chapter 2)
+``benchmark``   time and peak tensor memory of a call (chapter 2 on)
 ==============  =========================================================
 
 Not imported by ``import transformer_course``: ``exercises`` (self-checking
