@@ -88,3 +88,23 @@ def test_words_in_similar_contexts_get_similar_vectors():
     assert sims[cat, dog] > 0.9
     assert sims[red, blue] > 0.9
     assert sims[cat, red] < 0.5
+
+
+def test_fit_word_vectors_is_the_recipe_in_one_call():
+    text = " ".join(
+        [
+            "the cat runs fast",
+            "the dog runs fast",
+            "a red car stops",
+            "a blue car stops",
+        ]
+        * 20
+    )
+    vocab, vectors = tc.fit_word_vectors(text, vocab_size=50, window=1, dim=4)
+    assert vectors.shape == (vocab.vocab_size, 4)
+    assert torch.all(vectors[0] == 0)  # <unk> has no contexts
+    sims = tc.cosine_similarity_matrix(vectors[1:])
+    cat, dog = vocab.ids["cat"] - 1, vocab.ids["dog"] - 1
+    assert sims[cat, dog] > 0.9
+    again = tc.fit_word_vectors(text, vocab_size=50, window=1, dim=4)[1]
+    torch.testing.assert_close(again, vectors)

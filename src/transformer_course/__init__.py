@@ -46,6 +46,7 @@ from .tokens import (
 from .word_vectors import (
     cooccurrence,
     cosine_similarity_matrix,
+    fit_word_vectors,
     nearest,
     ppmi,
     svd_vectors,
@@ -84,6 +85,7 @@ __all__ = [
     "cosine_similarity_matrix",
     "course_corpus",
     "expect_shape",
+    "fit_word_vectors",
     "load_digits",
     "load_text",
     "nearest",

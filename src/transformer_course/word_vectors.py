@@ -15,8 +15,16 @@ import torch
 import torch.nn.functional as F
 
 from .shapes import expect_shape
+from .tokens import WordTokenizer
 
-__all__ = ["cooccurrence", "cosine_similarity_matrix", "nearest", "ppmi", "svd_vectors"]
+__all__ = [
+    "cooccurrence",
+    "cosine_similarity_matrix",
+    "fit_word_vectors",
+    "nearest",
+    "ppmi",
+    "svd_vectors",
+]
 
 
 def cooccurrence(ids: torch.Tensor, vocab_size: int, window: int = 2) -> torch.Tensor:
@@ -98,3 +106,21 @@ def nearest(vectors: torch.Tensor, index: int, k: int = 5) -> list[int]:
     sims = F.cosine_similarity(vectors, vectors[index : index + 1], dim=-1)  # (V,)
     sims[index] = -float("inf")
     return sims.topk(k).indices.tolist()
+
+
+def fit_word_vectors(
+    text: str, vocab_size: int = 1500, window: int = 4, dim: int = 64
+) -> tuple[WordTokenizer, torch.Tensor]:
+    """The whole recipe of chapter 1 in one call: lower-cased words, counts, PPMI, SVD.
+
+    Returns:
+        The word vocabulary (id 0 is ``<unk>``, whose vector is zero) and the
+        (V, dim) vectors.
+    """
+    words = [w.lower() for w in WordTokenizer.split(text) if w.isalpha()]
+    joined = " ".join(words)
+    vocab = WordTokenizer(joined, vocab_size=vocab_size)
+    counts = cooccurrence(torch.tensor(vocab.encode(joined)), vocab.vocab_size, window)
+    counts[0] = 0  # ignore <unk>
+    counts[:, 0] = 0
+    return vocab, svd_vectors(ppmi(counts), min(dim, vocab.vocab_size))
