@@ -115,7 +115,7 @@ def fit_word_vectors(
 
     Returns:
         The word vocabulary (id 0 is ``<unk>``, whose vector is zero) and the
-        (V, dim) vectors.
+        (V, dim) vectors, float32 like the rest of a model.
     """
     words = [w.lower() for w in WordTokenizer.split(text) if w.isalpha()]
     joined = " ".join(words)
@@ -123,4 +123,4 @@ def fit_word_vectors(
     counts = cooccurrence(torch.tensor(vocab.encode(joined)), vocab.vocab_size, window)
     counts[0] = 0  # ignore <unk>
     counts[:, 0] = 0
-    return vocab, svd_vectors(ppmi(counts), min(dim, vocab.vocab_size))
+    return vocab, svd_vectors(ppmi(counts), min(dim, vocab.vocab_size)).float()
