@@ -152,3 +152,14 @@ def test_unknown_chapter_is_named(tmp_path):
     path = write(tmp_path, submission(), name="notes.ipynb")
     with pytest.raises(ValueError, match="cannot tell which chapter"):
         grade_notebook(path)
+
+
+def test_chapter_two_solutions_get_full_marks(tmp_path):
+    from exercise_helpers import ROOT
+
+    source = nbformat.read(
+        ROOT / "exercises" / "source" / "02_attention.ipynb", as_version=4
+    )
+    result = grade_notebook(write(tmp_path, source, name="02_attention.ipynb"))
+    assert result.chapter == 2
+    assert result.total == result.max_total == 12

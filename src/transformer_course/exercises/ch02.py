@@ -1,0 +1,410 @@
+"""Checks and quizzes for exercises/02_attention.ipynb (chapter 2, Attention).
+
+Each check makes its own inputs, calls the learner's function (see :mod:`.core`)
+and judges the outcomes with PyTorch's own functions as the reference, with a
+hint for the usual mistakes: the softmax over the wrong axis, no
+max-subtraction, the mask applied after the softmax, a missing 1/√d.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .core import Check, Exercise, Failed, Outcome
+from .widgets import MultipleChoice, Numeric
+
+__all__ = ["EXERCISES", "QUIZZES"]
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _tensors(outcomes: list[Outcome]) -> list[torch.Tensor]:
+    """The returned tensors, or Failed with the first problem."""
+    values = []
+    for outcome in outcomes:
+        if outcome.raised:
+            raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
+        if not isinstance(outcome.value, torch.Tensor):
+            raise Failed(f"Return a tensor, not {type(outcome.value).__name__}.")
+        values.append(outcome.value)
+    return values
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and bool(
+        torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
+    )
+
+
+# --- Exercise 1: a stable softmax -------------------------------------------------
+
+
+def _softmax_cases():
+    return [
+        (_randn(3, 5),),
+        (_randn(2, 4, 6, seed=1),),
+        (torch.tensor([[1.0, 2.0, 3.0]]),),
+    ]
+
+
+def _judge_softmax_axis(cases, outcomes):
+    for (x,), out in zip(cases, _tensors(outcomes), strict=True):
+        if _close(out.sum(-1), torch.ones(x.shape[:-1])):
+            continue
+        if (
+            x.dim() > 1
+            and out.shape == x.shape
+            and _close(out.sum(-2), torch.ones(out.sum(-2).shape))
+        ):
+            raise Failed(
+                "The softmax normalises over the wrong axis: each row (the last dimension, dim=-1) must sum to 1."
+            )
+        raise Failed(
+            "The outputs along the last dimension must be positive and sum to 1."
+        )
+
+
+def _judge_softmax_values(cases, outcomes):
+    for (x,), out in zip(cases, _tensors(outcomes), strict=True):
+        if not _close(out, torch.softmax(x, dim=-1)):
+            raise Failed(
+                "Compute exp(x) / sum(exp(x)) along the last dimension; compare with torch.softmax(x, dim=-1)."
+            )
+
+
+def _large_cases():
+    return [
+        (torch.tensor([[1000.0, 999.0, 0.0]]),),
+        (torch.tensor([[-1000.0, -1001.0]]),),
+        (torch.tensor([[89.0, 90.0]]),),
+    ]
+
+
+def _judge_softmax_large(cases, outcomes):
+    for (x,), out in zip(cases, _tensors(outcomes), strict=True):
+        if not torch.isfinite(out).all() or not _close(out, torch.softmax(x, dim=-1)):
+            raise Failed(
+                "Large logits overflow: exp(1000) is inf and inf/inf is nan. Subtract each "
+                "row's maximum before exp (x - x.max(dim=-1, keepdim=True).values); it cancels."
+            )
+
+
+def _shift_cases():
+    x = _randn(4, 5, seed=2)
+    return [(x,), (x + 50.0,)]
+
+
+def _judge_softmax_shift(cases, outcomes):
+    first, shifted = _tensors(outcomes)
+    if not _close(first, shifted):
+        raise Failed(
+            "Adding the same constant to every entry of a row must not change the softmax."
+        )
+
+
+SOFTMAX = Exercise(
+    key="stable_softmax",
+    function="stable_softmax",
+    title="Exercise 1: a softmax that does not overflow",
+    points=3,
+    checks=(
+        Check(
+            "each row (last dimension) sums to 1", _softmax_cases, _judge_softmax_axis
+        ),
+        Check("equals torch.softmax", _softmax_cases, _judge_softmax_values),
+        Check(
+            "finite and right for logits of ±1000", _large_cases, _judge_softmax_large
+        ),
+        Check("invariant to adding a constant", _shift_cases, _judge_softmax_shift),
+    ),
+)
+
+# --- Exercise 2: attention weights ------------------------------------------------
+
+
+def _reference_weights(q, k, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+def _weights_cases():
+    return [
+        (_randn(4, 8), _randn(6, 8, seed=1)),
+        (_randn(2, 3, 16, seed=2), _randn(2, 5, 16, seed=3)),
+    ]
+
+
+def _judge_weights_rows(cases, outcomes):
+    for (q, k), w in zip(cases, _tensors(outcomes), strict=True):
+        want = (*q.shape[:-1], k.shape[-2])
+        if tuple(w.shape) != want:
+            raise Failed(
+                f"For q {tuple(q.shape)} and k {tuple(k.shape)} the weights have shape (..., N_q, N_k) = {want}, got {tuple(w.shape)}."
+            )
+        if not _close(w.sum(-1), torch.ones(w.shape[:-1])):
+            raise Failed(
+                "Each row (one query) must sum to 1: apply the softmax over the keys, dim=-1."
+            )
+
+
+def _judge_weights_scale(cases, outcomes):
+    for (q, k), w in zip(cases, _tensors(outcomes), strict=True):
+        if _close(w, _reference_weights(q, k)):
+            continue
+        unscaled = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        if _close(w, unscaled):
+            raise Failed(
+                "Divide the scores q kᵀ by √d_k before the softmax (d_k = q.shape[-1])."
+            )
+        if _close(w, torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)):
+            raise Failed("Divide by the square root of d_k, not by d_k itself.")
+        raise Failed(
+            "The weights should be softmax(q kᵀ / √d_k) along the last dimension."
+        )
+
+
+def _mask_cases():
+    mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2)  # True = may attend
+    return [(_randn(4, 8, seed=4), _randn(6, 8, seed=5), mask)]
+
+
+def _judge_mask(cases, outcomes):
+    for (q, k, mask), w in zip(cases, _tensors(outcomes), strict=True):
+        if _close(w, _reference_weights(q, k, mask)):
+            continue
+        if bool((w[~mask].abs() > 1e-6).any()):
+            raise Failed(
+                "Masked positions (mask == False) must get weight 0: fill their scores with -inf."
+            )
+        if not _close(w.sum(-1), torch.ones(w.shape[:-1])):
+            raise Failed(
+                "The mask was applied after the softmax, so rows no longer sum to 1. Set masked scores to -inf *before* the softmax."
+            )
+        raise Failed(
+            "With a mask, the weights should be softmax(q kᵀ/√d_k with masked scores set to -inf)."
+        )
+
+
+def _permutation_cases():
+    q, k = _randn(3, 8, seed=6), _randn(5, 8, seed=7)
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    return [(q, k), (q, k[perm])]
+
+
+def _judge_permutation(cases, outcomes):
+    w, w_perm = _tensors(outcomes)
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    if not _close(w_perm, w[:, perm]):
+        raise Failed(
+            "Reordering the keys must reorder the columns of the weights in the same way, nothing else."
+        )
+
+
+WEIGHTS = Exercise(
+    key="attention_weights",
+    function="attention_weights",
+    title="Exercise 2: attention weights",
+    points=4,
+    checks=(
+        Check(
+            "shape (..., N_q, N_k), rows sum to 1", _weights_cases, _judge_weights_rows
+        ),
+        Check("softmax(q kᵀ / √d_k)", _weights_cases, _judge_weights_scale),
+        Check("the mask is applied before the softmax", _mask_cases, _judge_mask),
+        Check(
+            "permuting keys permutes columns", _permutation_cases, _judge_permutation
+        ),
+    ),
+)
+
+# --- Exercise 3: single-head attention --------------------------------------------
+
+
+def _attention_cases():
+    return [
+        (_randn(4, 8), _randn(6, 8, seed=1), _randn(6, 5, seed=2)),
+        (_randn(2, 3, 16, seed=3), _randn(2, 7, 16, seed=4), _randn(2, 7, 4, seed=5)),
+    ]
+
+
+def _judge_attention_shape(cases, outcomes):
+    for (q, k, v), out in zip(cases, _tensors(outcomes), strict=True):
+        want = (*q.shape[:-1], v.shape[-1])
+        if tuple(out.shape) == (*q.shape[:-1], k.shape[-2]) and want != tuple(
+            out.shape
+        ):
+            raise Failed(
+                "You returned the weights (..., N_q, N_k): multiply them by v to get the outputs."
+            )
+        if tuple(out.shape) != want:
+            raise Failed(
+                f"The output has shape (..., N_q, d_v) = {want}, got {tuple(out.shape)}."
+            )
+
+
+def _judge_attention_values(cases, outcomes):
+    for (q, k, v), out in zip(cases, _tensors(outcomes), strict=True):
+        if _close(out, F.scaled_dot_product_attention(q, k, v)):
+            continue
+        if _close(out, torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v):
+            raise Failed("Divide the scores by √d_k before the softmax.")
+        raise Failed(
+            "The output should be softmax(q kᵀ/√d_k) v; compare with F.scaled_dot_product_attention(q, k, v)."
+        )
+
+
+def _attention_perm_cases():
+    q, k, v = _randn(3, 8, seed=8), _randn(5, 8, seed=9), _randn(5, 4, seed=10)
+    perm = torch.tensor([4, 2, 0, 3, 1])
+    return [(q, k, v), (q, k[perm], v[perm]), (q[[2, 0, 1]], k, v)]
+
+
+def _judge_attention_perm(cases, outcomes):
+    out, out_kv, out_q = _tensors(outcomes)
+    if not _close(out_kv, out):
+        raise Failed(
+            "Reordering keys and values together must not change the output: attention treats them as a set."
+        )
+    if not _close(out_q, out[[2, 0, 1]]):
+        raise Failed(
+            "Reordering the queries must reorder the output rows in the same way."
+        )
+
+
+ATTENTION = Exercise(
+    key="attention",
+    function="attention",
+    title="Exercise 3: single-head attention",
+    points=3,
+    checks=(
+        Check("shape (..., N_q, d_v)", _attention_cases, _judge_attention_shape),
+        Check(
+            "equals F.scaled_dot_product_attention",
+            _attention_cases,
+            _judge_attention_values,
+        ),
+        Check(
+            "keys/values are a set; queries are equivariant",
+            _attention_perm_cases,
+            _judge_attention_perm,
+        ),
+    ),
+)
+
+# --- Exercise 4: an additive score ------------------------------------------------
+
+
+def _additive_cases():
+    g = [
+        _randn(*s, seed=i)
+        for i, s in enumerate([(4,), (6, 3), (5, 4), (5, 3), (5,)], start=20)
+    ]
+    q, k, W_q, W_k, w = g
+    return [(q, k, W_q, W_k, w), (2 * q, k, W_q, W_k, w)]
+
+
+def _reference_additive(q, k, W_q, W_k, w):
+    return torch.tanh(W_q @ q + k @ W_k.T) @ w  # (N,)
+
+
+def _judge_additive(cases, outcomes):
+    for (q, k, W_q, W_k, w), s in zip(cases, _tensors(outcomes), strict=True):
+        if tuple(s.shape) != (k.shape[0],):
+            raise Failed(
+                f"Return one score per key: shape (N,) = ({k.shape[0]},), got {tuple(s.shape)}."
+            )
+        if _close(s, _reference_additive(q, k, W_q, W_k, w)):
+            continue
+        if _close(s, (W_q @ q + k @ W_k.T) @ w):
+            raise Failed("Apply tanh to W_q q + W_k k_i before the dot product with w.")
+        raise Failed(
+            "s_i = w · tanh(W_q q + W_k k_i): W_q acts on the query, W_k on each key (a row of k)."
+        )
+
+
+def _bounded_cases():
+    q, k, W_q, W_k, w = _additive_cases()[0]
+    return [(100 * q, 100 * k, W_q, W_k, w)]
+
+
+def _judge_bounded(cases, outcomes):
+    (s,) = _tensors(outcomes)
+    w = cases[0][4]
+    if not torch.isfinite(s).all() or s.abs().max() > w.abs().sum() + 1e-4:
+        raise Failed(
+            "Additive scores are bounded by the sum of |w|, because tanh is between -1 and 1."
+        )
+
+
+ADDITIVE = Exercise(
+    key="additive_score",
+    function="additive_score",
+    title="Exercise 4: an additive attention score",
+    points=2,
+    checks=(
+        Check("s_i = w · tanh(W_q q + W_k k_i)", _additive_cases, _judge_additive),
+        Check("bounded by the sum of |w|", _bounded_cases, _judge_bounded),
+    ),
+)
+
+EXERCISES: dict[str, Exercise] = {
+    e.key: e for e in (SOFTMAX, WEIGHTS, ATTENTION, ADDITIVE)
+}
+
+QUIZZES = {
+    "quiz_axis": MultipleChoice(
+        key="quiz_axis",
+        question="In softmax(Q Kᵀ/√d) V with queries as rows, which numbers sum to 1?",
+        explanation="Each row: one query's weights over all keys. (In Turner's column layout, each column of A.)",
+        options=[
+            "Each row: one query's weights over the keys",
+            "Each column: one key's weights over the queries",
+            "All N² entries together",
+            "Nothing: the weights are not normalised",
+        ],
+        answer=0,
+    ),
+    "quiz_variance": Numeric(
+        key="quiz_variance",
+        question="q and k have 64 independent entries, each with mean 0 and variance 1. What is the variance of q·k?",
+        explanation="q·k is a sum of 64 products, each of variance 1, so its variance is 64; dividing by √64 = 8 brings it back to 1.",
+        answer=64,
+    ),
+    "quiz_memory": Numeric(
+        key="quiz_memory",
+        question="Naive attention stores the weights for 8 heads, N = 1024 tokens, batch 1, in float32. How many MiB is that?",
+        explanation="8 × 1024 × 1024 weights × 4 bytes = 32 MiB, and it grows with N².",
+        answer=32,
+    ),
+    "quiz_mask": MultipleChoice(
+        key="quiz_mask",
+        question="Where does a mask enter attention?",
+        explanation="Masked scores become -inf before the softmax, so they get weight exactly 0 and the remaining weights still sum to 1.",
+        options=[
+            "Added to the scores (as -inf) before the softmax",
+            "Multiplied with the weights after the softmax",
+            "Multiplied with the values",
+            "Added to the output",
+        ],
+        answer=0,
+    ),
+    "quiz_permutation": MultipleChoice(
+        key="quiz_permutation",
+        question="You shuffle the input tokens of a self-attention layer (no positions added). What happens to its outputs?",
+        explanation="Self-attention is permutation-equivariant: the outputs are shuffled the same way. Order must be added separately (chapter 5).",
+        options=[
+            "They are shuffled in the same way",
+            "They do not change at all",
+            "They change unpredictably",
+            "They are reversed",
+        ],
+        answer=0,
+    ),
+}

@@ -1,0 +1,126 @@
+"""Chapter 2's exercise checks: reference solutions pass; usual mistakes get their hints."""
+
+import nbformat
+import pytest
+from exercise_helpers import ROOT, namespace_from, solution_cells
+
+from transformer_course.exercises import chapter, core
+from transformer_course.exercises.ch02 import EXERCISES, QUIZZES
+from transformer_course.exercises.release import student_version
+
+SOURCE = ROOT / "exercises" / "source" / "02_attention.ipynb"
+
+
+@pytest.fixture(scope="module")
+def source():
+    return nbformat.read(SOURCE, as_version=4)
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_reference_solution_passes_every_check(source, key):
+    namespace = namespace_from(solution_cells(source).values())
+    exercise = EXERCISES[key]
+    report = core.run_exercise(exercise, namespace[exercise.function])
+    assert report.status == "passed", report.results
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_stub_is_not_attempted(source, key):
+    namespace = namespace_from(solution_cells(student_version(source)).values())
+    assert (
+        core.run_exercise(EXERCISES[key], namespace[EXERCISES[key].function]).status
+        == "not attempted"
+    )
+
+
+MISTAKES = [
+    (
+        "stable_softmax",
+        "def stable_softmax(x):\n    e = (x - x.max(dim=0, keepdim=True).values).exp()\n    return e / e.sum(dim=0, keepdim=True)",
+        "each row (last dimension) sums to 1",
+        "wrong axis",
+    ),
+    (
+        "stable_softmax",
+        "def stable_softmax(x):\n    return x.exp() / x.exp().sum(dim=-1, keepdim=True)",
+        "finite and right for logits of ±1000",
+        "Subtract each row's maximum",
+    ),
+    (
+        "attention_weights",
+        "def attention_weights(q, k, mask=None):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1)",
+        "softmax(q kᵀ / √d_k)",
+        "Divide the scores q kᵀ by √d_k",
+    ),
+    (
+        "attention_weights",
+        "def attention_weights(q, k, mask=None):\n    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)",
+        "softmax(q kᵀ / √d_k)",
+        "not by d_k itself",
+    ),
+    (
+        "attention_weights",
+        "def attention_weights(q, k, mask=None):\n    w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)\n"
+        "    return w if mask is None else w * mask",
+        "the mask is applied before the softmax",
+        "after the softmax",
+    ),
+    (
+        "attention_weights",
+        "def attention_weights(q, k, mask=None):\n    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)",
+        "the mask is applied before the softmax",
+        "must get weight 0",
+    ),
+    (
+        "attention_weights",
+        "def attention_weights(q, k, mask=None):\n    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-2)",
+        "shape (..., N_q, N_k), rows sum to 1",
+        "over the keys",
+    ),
+    (
+        "attention",
+        "def attention(q, k, v):\n    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)",
+        "shape (..., N_q, d_v)",
+        "multiply them by v",
+    ),
+    (
+        "attention",
+        "def attention(q, k, v):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v",
+        "equals F.scaled_dot_product_attention",
+        "Divide the scores by √d_k",
+    ),
+    (
+        "additive_score",
+        "def additive_score(q, k, W_q, W_k, w):\n    return (W_q @ q + k @ W_k.T) @ w",
+        "s_i = w · tanh(W_q q + W_k k_i)",
+        "Apply tanh",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "source_code", "check", "hint"),
+    MISTAKES,
+    ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
+)
+def test_usual_mistake_fails_the_intended_check_with_its_hint(
+    key, source_code, check, hint
+):
+    exercise = EXERCISES[key]
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    failed = {r.name: r.hint for r in report.results if not r.passed}
+    assert check in failed, failed
+    assert hint in failed[check]
+
+
+def test_chapter_two_is_registered_with_enough_exercises_and_quizzes():
+    ex = chapter(2)
+    assert len(ex.exercises) >= 4
+    assert len(ex.quizzes) >= 4
+    box = ex.quiz("quiz_variance")
+    box.control.value = 64.0
+    box.submit.click()
+    assert "Correct" in box.feedback.value
+    assert set(QUIZZES) <= set(ex.quizzes)
