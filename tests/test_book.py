@@ -160,7 +160,9 @@ def test_exercise_pages_show_stubs_not_solutions(site, name):
     for cell in source["cells"]:
         cell_source = "".join(cell["source"])
         if "### BEGIN SOLUTION" in cell_source:
-            solution = cell_source.split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+            solution = cell_source.split("### BEGIN SOLUTION")[1].split(
+                "### END SOLUTION"
+            )[0]
             for line in solution.strip().splitlines():
                 assert line.strip() not in text, line
 

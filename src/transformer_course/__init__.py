@@ -13,6 +13,7 @@ lives in one module, roughly one per chapter:
 ``word_vectors`` co-occurrence word vectors and similarity (chapter 1)
 ``attention``   softmax, scaled dot-product and additive attention (chapter 2)
 ``benchmark``   time and peak tensor memory of a call (chapter 2 on)
+``multihead``   multi-head self-attention, both forms, torch conversion (chapter 3)
 ==============  =========================================================
 
 Not imported by ``import transformer_course``: ``exercises`` (self-checking
@@ -30,6 +31,7 @@ from .attention import (
     softmax,
 )
 from .data import Digits, cache_dir, course_corpus, load_digits, load_text
+from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .notation import average_columns, average_rows, to_columns, to_rows
 from .plotting import attention_heatmap
 from .runtime import on_colab, pick_device, seed_everything, setup, show_source
@@ -71,6 +73,7 @@ __all__ = [
     "BPETokenizer",
     "CharTokenizer",
     "Digits",
+    "MultiHeadAttention",
     "SelfAttention",
     "ShapeError",
     "WordTokenizer",
@@ -88,6 +91,7 @@ __all__ = [
     "fit_word_vectors",
     "load_digits",
     "load_text",
+    "merge_heads",
     "nearest",
     "on_colab",
     "one_hot_lookup",
@@ -100,6 +104,7 @@ __all__ = [
     "setup",
     "show_source",
     "softmax",
+    "split_heads",
     "svd_vectors",
     "to_columns",
     "to_rows",

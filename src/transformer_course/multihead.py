@@ -1,0 +1,235 @@
+"""Chapter 3, Multi-head self-attention.
+
+H heads, each with its own queries, keys and values of width d = D/H, run side
+by side; their outputs are concatenated and mixed by an output projection
+(lecture notes §9.4.2: Concat(Z¹…Z^H) W_O; Bishop: Y = [H_1, H_2, …] W_o).
+Turner (eqs. 4-6) writes the same layer as a sum over heads,
+``Y = Σ_h V_h X A_h``, where ``V_h = U_h U_{v,h}`` is a rank-d map (footnote 13):
+see :func:`sum_over_heads` and :func:`head_value_maps`.
+
+The module holds one fused QKV projection, reshaped to (B, H, N, d). Its fast
+path calls PyTorch's fused ``scaled_dot_product_attention``; with
+``need_weights=True`` it takes the teaching path of chapter 2
+(:func:`transformer_course.attention.scaled_dot_product_attention`), which also
+returns the per-head weights. Weights convert to and from
+``torch.nn.MultiheadAttention``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import attention_weights, scaled_dot_product_attention
+from .shapes import expect_shape
+
+__all__ = [
+    "MultiHeadAttention",
+    "flop_count",
+    "from_torch",
+    "head_value_maps",
+    "merge_heads",
+    "parameter_count",
+    "split_heads",
+    "sum_over_heads",
+    "to_torch",
+]
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """(B, N, H·d) -> (B, H, N, d): head h gets features h·d ... (h+1)·d - 1."""
+    dims = expect_shape(x, "B N D", "x")
+    if dims["D"] % n_heads:
+        raise ValueError(
+            f"x: width {dims['D']} is not divisible by n_heads = {n_heads}"
+        )
+    B, N, D = dims["B"], dims["N"], dims["D"]
+    return x.view(B, N, n_heads, D // n_heads).transpose(1, 2)  # (B, H, N, d)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, H, N, d) -> (B, N, H·d): the concatenation of the heads' outputs."""
+    dims = expect_shape(x, "B H N d", "x")
+    return x.transpose(1, 2).reshape(
+        dims["B"], dims["N"], dims["H"] * dims["d"]
+    )  # (B, N, D)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention over (B, N, D) tokens.
+
+    Args:
+        d_model: D, the token width; must be divisible by ``n_heads``.
+        n_heads: H; each head has width d = D / H, which keeps the parameter
+            count 4D² (+4D biases) whatever H is (Turner, footnote 13).
+        bias: biases in the projections.
+        dropout: dropout on the attention weights while training.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0
+    ):
+        super().__init__()
+        if n_heads < 1 or d_model % n_heads:
+            raise ValueError(
+                f"d_model must be divisible by n_heads: got d_model={d_model}, "
+                f"n_heads={n_heads} (d_model % n_heads = {d_model % max(n_heads, 1)})"
+            )
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.qkv_proj = nn.Linear(
+            d_model, 3 * d_model, bias=bias
+        )  # [W_q; W_k; W_v], all heads
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """x (B, N, D) -> (B, N, D); with ``need_weights`` also (B, H, N, N).
+
+        ``mask``: boolean, True where a query may attend to a key, or additive;
+        broadcastable to (B, H, N, N), e.g. (N, N) or (B, 1, 1, N) for padding.
+        """
+        expect_shape(x, "B N D", "x", D=self.d_model)
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # 3 × (B, N, D)
+        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # 3 × (B, H, N, d)
+        if need_weights:  # teaching path: explicit softmax, returns the weights
+            heads, weights = scaled_dot_product_attention(
+                q, k, v, mask=mask, is_causal=is_causal, return_weights=True
+            )  # (B, H, N, d), (B, H, N, N)
+            if self.training and self.dropout > 0:
+                weights = F.dropout(weights, self.dropout)
+                heads = weights @ v
+        else:  # fast path: PyTorch's fused kernel
+            heads = F.scaled_dot_product_attention(
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                is_causal=is_causal,
+                dropout_p=self.dropout if self.training else 0.0,
+            )  # (B, H, N, d)
+        out = self.out_proj(merge_heads(heads))  # (B, N, D)
+        return (out, weights) if need_weights else out
+
+
+def head_value_maps(module: MultiHeadAttention) -> torch.Tensor:
+    """Turner's V_h = U_h U_{v,h} for every head: (H, D, D), each of rank ≤ d.
+
+    In the row convention head h contributes ``A_h x V_hᵀ`` (bias aside), where
+    ``V_h`` chains the head's value map (d rows of W_v) with its d columns of W_O.
+    """
+    D, d = module.d_model, module.d_head
+    W_v = module.qkv_proj.weight[2 * D :]  # (D, D): rows are value features
+    W_o = module.out_proj.weight  # (D, D)
+    maps = [
+        W_o[:, h * d : (h + 1) * d] @ W_v[h * d : (h + 1) * d]
+        for h in range(module.n_heads)
+    ]
+    return torch.stack(maps)  # (H, D, D)
+
+
+def sum_over_heads(
+    module: MultiHeadAttention, x: torch.Tensor, mask=None, is_causal=False
+):
+    """The same layer as Turner's sum over heads (eq. 4): ``Y = Σ_h A_h X V_hᵀ`` (+ biases).
+
+    Equal to ``module(x)``; written to show that concatenating then projecting
+    is adding one projected output per head.
+    """
+    expect_shape(x, "B N D", "x", D=module.d_model)
+    D = module.d_model
+    weight, bias = module.qkv_proj.weight, module.qkv_proj.bias
+    q, k = (x @ weight[i * D : (i + 1) * D].T for i in (0, 1))  # (B, N, D) each
+    if bias is not None:
+        q, k = q + bias[:D], k + bias[D : 2 * D]
+    weights = attention_weights(
+        split_heads(q, module.n_heads),
+        split_heads(k, module.n_heads),
+        mask=mask,
+        is_causal=is_causal,
+    )  # (B, H, N, N): A_h for every head
+    maps = head_value_maps(module)  # (H, D, D)
+    y = sum(
+        weights[:, h] @ x @ maps[h].T for h in range(module.n_heads)
+    )  # Σ_h A_h X V_hᵀ: (B, N, D)
+    if bias is not None:  # the value bias passes through each head's average, then W_O
+        y = y + bias[2 * D :] @ module.out_proj.weight.T
+    if module.out_proj.bias is not None:
+        y = y + module.out_proj.bias
+    return y
+
+
+def parameter_count(d_model: int, n_heads: int, bias: bool = True) -> int:
+    """Parameters of :class:`MultiHeadAttention`: 4D² + 4D, independent of H."""
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads: got {d_model} and {n_heads}"
+        )
+    return 4 * d_model * d_model + (4 * d_model if bias else 0)
+
+
+def flop_count(d_model: int, n_heads: int, n_tokens: int) -> int:
+    """Forward FLOPs (2 per multiply-add) for one sequence of N tokens.
+
+    Projections (QKV and output, 4D² weights): 8·N·D². Scores q kᵀ and the
+    weighted sum of values, per head 2·(2·N²·d), over H heads with d = D/H:
+    4·N²·D. Turner's footnote 12 counts O(H·D·N²) for his sum-over-heads form,
+    where each head averages full-width features (V_h X A_h); factoring
+    V_h = U_h U_{v,h} with K = D/H brings that down to O(D·N²). Softmax and
+    biases are ignored.
+    """
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads: got {d_model} and {n_heads}"
+        )
+    return 8 * n_tokens * d_model * d_model + 4 * n_tokens * n_tokens * d_model
+
+
+def to_torch(module: MultiHeadAttention) -> nn.MultiheadAttention:
+    """An ``nn.MultiheadAttention(batch_first=True)`` with this module's weights."""
+    has_bias = module.qkv_proj.bias is not None
+    reference = nn.MultiheadAttention(
+        module.d_model,
+        module.n_heads,
+        dropout=module.dropout,
+        bias=has_bias,
+        batch_first=True,
+        device=module.qkv_proj.weight.device,
+        dtype=module.qkv_proj.weight.dtype,
+    )
+    with torch.no_grad():
+        reference.in_proj_weight.copy_(module.qkv_proj.weight)  # (3D, D), rows q, k, v
+        reference.out_proj.weight.copy_(module.out_proj.weight)
+        if has_bias:
+            reference.in_proj_bias.copy_(module.qkv_proj.bias)
+            reference.out_proj.bias.copy_(module.out_proj.bias)
+    return reference
+
+
+def from_torch(reference: nn.MultiheadAttention) -> MultiHeadAttention:
+    """A :class:`MultiHeadAttention` with the weights of an ``nn.MultiheadAttention``."""
+    if reference.in_proj_weight is None:
+        raise ValueError(
+            "from_torch: expected packed q/k/v weights (kdim == vdim == embed_dim)"
+        )
+    has_bias = reference.in_proj_bias is not None
+    module = MultiHeadAttention(
+        reference.embed_dim,
+        reference.num_heads,
+        bias=has_bias,
+        dropout=reference.dropout,
+    )
+    module = module.to(reference.in_proj_weight.device, reference.in_proj_weight.dtype)
+    with torch.no_grad():
+        module.qkv_proj.weight.copy_(reference.in_proj_weight)
+        module.out_proj.weight.copy_(reference.out_proj.weight)
+        if has_bias:
+            module.qkv_proj.bias.copy_(reference.in_proj_bias)
+            module.out_proj.bias.copy_(reference.out_proj.bias)
+    return module

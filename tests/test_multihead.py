@@ -1,0 +1,166 @@
+"""transformer_course.multihead (chapter 3), against torch.nn.MultiheadAttention."""
+
+import pytest
+import torch
+from torch import nn
+
+import transformer_course as tc
+from transformer_course import multihead as mh
+
+F64 = torch.float64
+
+
+def pair(d_model=12, n_heads=3, bias=True, seed=0):
+    torch.manual_seed(seed)
+    ours = mh.MultiHeadAttention(d_model, n_heads, bias=bias).double()
+    return ours, mh.to_torch(ours)
+
+
+def grads(out, params, upstream):
+    return torch.autograd.grad(out, params, upstream)
+
+
+@pytest.mark.parametrize(("d_model", "n_heads"), [(12, 1), (12, 3), (16, 4), (8, 8)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("fast", [True, False])
+def test_equals_torch_multihead_attention(d_model, n_heads, bias, fast):
+    ours, reference = pair(d_model, n_heads, bias)
+    x = torch.randn(2, 5, d_model, dtype=F64, requires_grad=True)
+    out = ours(x) if fast else ours(x, need_weights=True)[0]
+    expected, _ = reference(x, x, x, need_weights=False)
+    torch.testing.assert_close(out, expected)
+    upstream = torch.randn_like(out)
+    ours_params = [x, ours.qkv_proj.weight, ours.out_proj.weight]
+    ref_params = [x, reference.in_proj_weight, reference.out_proj.weight]
+    for got, want in zip(
+        grads(out, ours_params, upstream),
+        grads(expected, ref_params, upstream),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("kind", ["causal", "boolean", "padding"])
+def test_equals_torch_with_masks(kind):
+    ours, reference = pair(16, 4)
+    x = torch.randn(3, 6, 16, dtype=F64, requires_grad=True)
+    if kind == "causal":
+        out = ours(x, is_causal=True)
+        expected, _ = reference(
+            x,
+            x,
+            x,
+            attn_mask=nn.Transformer.generate_square_subsequent_mask(6, dtype=F64),
+            need_weights=False,
+        )
+    elif kind == "boolean":
+        allowed = torch.rand(6, 6, generator=torch.Generator().manual_seed(1)) > 0.3
+        allowed.fill_diagonal_(True)
+        out = ours(x, mask=allowed)
+        expected, _ = reference(
+            x, x, x, attn_mask=~allowed, need_weights=False
+        )  # torch: True = blocked
+    else:
+        keep = torch.ones(3, 6, dtype=torch.bool)
+        keep[0, 4:] = False
+        keep[2, 1:] = False
+        out = ours(x, mask=keep[:, None, None, :])  # (B, 1, 1, N)
+        expected, _ = reference(x, x, x, key_padding_mask=~keep, need_weights=False)
+    torch.testing.assert_close(out, expected)
+    upstream = torch.randn_like(out)
+    torch.testing.assert_close(
+        grads(out, [x], upstream)[0], grads(expected, [x], upstream)[0]
+    )
+
+
+def test_need_weights_returns_each_heads_weights():
+    ours, reference = pair(16, 4)
+    x = torch.randn(2, 5, 16, dtype=F64)
+    _, weights = ours(x, need_weights=True)  # (B, H, N, N)
+    assert weights.shape == (2, 4, 5, 5)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, 5, dtype=F64))
+    _, averaged = reference(x, x, x, need_weights=True)  # torch averages the heads
+    torch.testing.assert_close(weights.mean(1), averaged)
+
+
+def test_conversion_both_ways():
+    torch.manual_seed(3)
+    reference = nn.MultiheadAttention(16, 4, batch_first=True).double()
+    ours = mh.from_torch(reference)
+    x = torch.randn(2, 7, 16, dtype=F64)
+    torch.testing.assert_close(ours(x), reference(x, x, x, need_weights=False)[0])
+    back = mh.to_torch(ours)
+    torch.testing.assert_close(back(x, x, x)[0], reference(x, x, x)[0])
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_sum_over_heads_equals_concat_then_project(bias):
+    ours, _ = pair(16, 4, bias)
+    x = torch.randn(2, 6, 16, dtype=F64)
+    torch.testing.assert_close(mh.sum_over_heads(ours, x), ours(x))
+    torch.testing.assert_close(
+        mh.sum_over_heads(ours, x, is_causal=True), ours(x, is_causal=True)
+    )
+
+
+def test_value_maps_are_low_rank():
+    ours, _ = pair(16, 4)
+    maps = mh.head_value_maps(ours)  # (H, D, D)
+    assert maps.shape == (4, 16, 16)
+    assert all(torch.linalg.matrix_rank(m) <= 4 for m in maps)
+
+
+def test_one_head_is_chapter_two_self_attention_then_a_projection():
+    torch.manual_seed(4)
+    ours = mh.MultiHeadAttention(8, 1, bias=False).double()
+    single = tc.SelfAttention(8, 8, 8).double()
+    with torch.no_grad():
+        single.query_proj.weight.copy_(ours.qkv_proj.weight[:8])
+        single.key_proj.weight.copy_(ours.qkv_proj.weight[8:16])
+        single.value_proj.weight.copy_(ours.qkv_proj.weight[16:])
+        ours.out_proj.weight.copy_(torch.eye(8))
+    x = torch.randn(3, 5, 8, dtype=F64)
+    torch.testing.assert_close(ours(x), single(x))
+
+
+def test_split_and_merge_heads_are_inverse_and_take_feature_blocks():
+    x = torch.arange(2 * 3 * 8, dtype=F64).view(2, 3, 8)  # (B, N, D)
+    heads = mh.split_heads(x, 4)  # (B, H, N, d) = (2, 4, 3, 2)
+    assert heads.shape == (2, 4, 3, 2)
+    torch.testing.assert_close(heads[1, 2, 0], x[1, 0, 4:6])
+    torch.testing.assert_close(mh.merge_heads(heads), x)
+
+
+def test_counts_match_the_module_and_do_not_depend_on_heads():
+    for n_heads in (1, 2, 4, 8):
+        module = mh.MultiHeadAttention(64, n_heads)
+        assert sum(p.numel() for p in module.parameters()) == mh.parameter_count(
+            64, n_heads
+        )
+    assert mh.parameter_count(64, 8, bias=False) == 4 * 64 * 64
+    assert mh.flop_count(64, 4, 10) == 8 * 10 * 64 * 64 + 4 * 100 * 64
+
+
+def test_dropout_only_while_training():
+    torch.manual_seed(5)
+    ours = mh.MultiHeadAttention(16, 4, dropout=0.5).double()
+    x = torch.randn(2, 6, 16, dtype=F64)
+    ours.eval()
+    torch.testing.assert_close(ours(x), ours(x))
+    ours.train()
+    assert not torch.allclose(ours(x), ours(x))
+
+
+def test_errors_name_the_numbers():
+    with pytest.raises(
+        ValueError,
+        match=r"divisible by n_heads: got d_model=10, n_heads=4 \(d_model % n_heads = 2\)",
+    ):
+        mh.MultiHeadAttention(10, 4)
+    with pytest.raises(
+        tc.ShapeError,
+        match=r"x: expected shape \(B, N, D\) with D=16, got \(2, 5, 12\)",
+    ):
+        mh.MultiHeadAttention(16, 4)(torch.zeros(2, 5, 12))
+    with pytest.raises(ValueError, match="width 10 is not divisible by n_heads = 4"):
+        mh.split_heads(torch.zeros(1, 2, 10), 4)
