@@ -145,7 +145,7 @@ def test_launch_download_and_repository_buttons(site):
     assert "../_sources/book/notation.ipynb" in page  # download the notebook
 
 
-@pytest.mark.parametrize("name", ["01_tokens", "02_attention"])
+@pytest.mark.parametrize("name", ["01_tokens", "02_attention", "03_multihead"])
 def test_exercise_pages_show_stubs_not_solutions(site, name):
     page = (site / "exercises" / f"{name}.html").read_text(encoding="utf-8")
     assert "NotImplementedError" in page

@@ -257,7 +257,9 @@ def test_progress_summarises_exercises_and_quizzes(solutions):
 
 
 def test_unknown_names_are_clear_errors():
-    with pytest.raises(ValueError, match=r"chapter: expected one of \[1, 2\], got 9"):
+    with pytest.raises(
+        ValueError, match=r"chapter: expected one of \[1, 2, 3\], got 9"
+    ):
         chapter(9)
     with pytest.raises(KeyError, match="exercise: expected one of"):
         chapter(1).check("merge", None)

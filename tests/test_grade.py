@@ -163,3 +163,16 @@ def test_chapter_two_solutions_get_full_marks(tmp_path):
     result = grade_notebook(write(tmp_path, source, name="02_attention.ipynb"))
     assert result.chapter == 2
     assert result.total == result.max_total == 12
+
+
+def test_an_exercise_can_use_the_solution_cells_it_requires(tmp_path):
+    """Chapter 3's forward pass calls the learner's split_heads and merge_heads."""
+    from exercise_helpers import ROOT
+
+    source = nbformat.read(
+        ROOT / "exercises" / "source" / "03_multihead.ipynb", as_version=4
+    )
+    path = write(tmp_path, source, name="03_multihead.ipynb")
+    (grade,) = grade_notebook(path, only=["multihead_forward"]).exercises
+    assert grade.status == "passed"
+    assert grade.points == grade.max_points

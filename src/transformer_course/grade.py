@@ -223,7 +223,7 @@ def _outcomes(raw: object, shape: list[int]) -> list[list[Outcome]]:
 
 
 def _grade_exercise(
-    exercise: Exercise, source: str | None, timeout: float
+    exercise: Exercise, source: str | None, timeout: float, required: Sequence[str] = ()
 ) -> ExerciseGrade:
     def grade(
         status: str, hint: str, passed: int = 0, points: float = 0.0
@@ -251,6 +251,12 @@ def _grade_exercise(
             status, detail = kernel.run(PREAMBLE, timeout=max(timeout, 60))
             if status not in ("ok",):
                 return grade("error", f"the grader's preamble failed: {detail}")
+            for earlier in required:  # solution cells this exercise builds on
+                status, detail = kernel.run(earlier, timeout)
+                if status in ("timeout", "crashed"):
+                    return grade(
+                        status, f"in a solution cell this exercise uses, {detail}"
+                    )
             status, detail = kernel.run(source, timeout)
             if status in ("timeout", "crashed"):
                 return grade(status, f"in the solution cell, {detail}")
@@ -312,11 +318,16 @@ def grade_notebook(
         raise ValueError(
             f"only: expected keys among {sorted(module.EXERCISES)}, got {sorted(unknown)}"
         )
-    grades = [
-        _grade_exercise(exercise, _solution_source(notebook, exercise), timeout)
-        for key, exercise in module.EXERCISES.items()
-        if only is None or key in only
-    ]
+    grades = []
+    for key, exercise in module.EXERCISES.items():
+        if only is not None and key not in only:
+            continue
+        required = [
+            _solution_source(notebook, module.EXERCISES[k]) for k in exercise.requires
+        ]
+        source = _solution_source(notebook, exercise)
+        required_sources = [r for r in required if r is not None]
+        grades.append(_grade_exercise(exercise, source, timeout, required_sources))
     return NotebookGrade(path.name, number, grades)
 
 

@@ -92,6 +92,8 @@ class Exercise:
         points: points for passing every check (partial credit is
             proportional to the checks passed).
         checks: the battery of checks.
+        requires: keys of earlier exercises whose solution cells this one may
+            use (the grader runs those cells first, in the same kernel).
     """
 
     key: str
@@ -99,6 +101,7 @@ class Exercise:
     title: str
     points: int
     checks: tuple[Check, ...]
+    requires: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,333 @@
+"""Checks and quizzes for exercises/03_multihead.ipynb (chapter 3, Multi-head attention)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..multihead import MultiHeadAttention, merge_heads, parameter_count, split_heads
+from .core import Check, Exercise, Failed, Outcome
+from .widgets import MultipleChoice, Numeric
+
+__all__ = ["EXERCISES", "QUIZZES"]
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _values(outcomes: list[Outcome], kind=torch.Tensor) -> list:
+    values = []
+    for outcome in outcomes:
+        if outcome.raised:
+            raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
+        if not isinstance(outcome.value, kind):
+            raise Failed(
+                f"Return a {kind.__name__}, not {type(outcome.value).__name__}."
+            )
+        values.append(outcome.value)
+    return values
+
+
+def _close(a, b) -> bool:
+    return a.shape == b.shape and bool(
+        torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
+    )
+
+
+# --- Exercise 1: split heads ------------------------------------------------------
+
+
+def _split_cases():
+    return [
+        (_randn(2, 3, 8), 4),
+        (_randn(1, 5, 12, seed=1), 3),
+        (_randn(2, 4, 6, seed=2), 1),
+    ]
+
+
+def _judge_split(cases, outcomes):
+    for (x, h), got in zip(cases, _values(outcomes), strict=True):
+        B, N, D = x.shape
+        want = split_heads(x, h)
+        if _close(got, want):
+            continue
+        if tuple(got.shape) == (B, N, h, D // h):
+            raise Failed(
+                "You have (B, N, H, d): transpose(1, 2) to put the heads before the tokens, (B, H, N, d)."
+            )
+        if tuple(got.shape) == tuple(want.shape) and _close(
+            got, x.reshape(B, h, N, D // h)
+        ):
+            raise Failed(
+                "Reshaping (B, N, D) straight to (B, H, N, d) mixes tokens across heads: view as (B, N, H, d) first, then transpose(1, 2)."
+            )
+        if tuple(got.shape) != tuple(want.shape):
+            raise Failed(
+                f"For x {tuple(x.shape)} and {h} heads the result has shape (B, H, N, d) = {tuple(want.shape)}, got {tuple(got.shape)}."
+            )
+        raise Failed("Head h must hold features h·d ... (h+1)·d - 1 of every token.")
+
+
+SPLIT = Exercise(
+    "split_heads",
+    "split_heads",
+    "Exercise 1: split into heads",
+    2,
+    (
+        Check(
+            "(B, N, D) -> (B, H, N, d), head h owns a block of features",
+            _split_cases,
+            _judge_split,
+        ),
+    ),
+)
+
+# --- Exercise 2: merge heads ------------------------------------------------------
+
+
+def _merge_cases():
+    return [(_randn(2, 4, 3, 2),), (_randn(1, 3, 5, 4, seed=1),)]
+
+
+def _judge_merge(cases, outcomes):
+    for (heads,), got in zip(cases, _values(outcomes), strict=True):
+        want = merge_heads(heads)
+        if _close(got, want):
+            continue
+        B, H, N, d = heads.shape
+        if tuple(got.shape) == tuple(want.shape) and _close(
+            got, heads.reshape(B, N, H * d)
+        ):
+            raise Failed(
+                "Transpose back to (B, N, H, d) before reshaping to (B, N, H·d); otherwise tokens and heads get mixed."
+            )
+        raise Failed(
+            f"The result should be (B, N, H·d) = {tuple(want.shape)}, with head h's output in features h·d ... (h+1)·d - 1."
+        )
+
+
+def _roundtrip_cases():
+    return [(split_heads(_randn(2, 3, 8, seed=3), 4),)]
+
+
+def _judge_roundtrip(cases, outcomes):
+    (got,) = _values(outcomes)
+    if not _close(got, merge_heads(cases[0][0])):
+        raise Failed("merge_heads(split_heads(x)) must give back x.")
+
+
+MERGE = Exercise(
+    "merge_heads",
+    "merge_heads",
+    "Exercise 2: merge the heads",
+    2,
+    (
+        Check("(B, H, N, d) -> (B, N, H·d)", _merge_cases, _judge_merge),
+        Check("undoes split_heads", _roundtrip_cases, _judge_roundtrip),
+    ),
+)
+
+# --- Exercise 3: a multi-head forward pass ---------------------------------------------
+
+
+def _reference_forward(x, W_qkv, W_o, n_heads):
+    module = MultiHeadAttention(x.shape[-1], n_heads, bias=False)
+    with torch.no_grad():
+        module.qkv_proj.weight.copy_(W_qkv)
+        module.out_proj.weight.copy_(W_o)
+        return module(x)
+
+
+def _forward_cases():
+    return [
+        (_randn(2, 5, 8), _randn(24, 8, seed=1) / 3, _randn(8, 8, seed=2) / 3, 2),
+        (
+            _randn(1, 4, 12, seed=3),
+            _randn(36, 12, seed=4) / 3,
+            _randn(12, 12, seed=5) / 3,
+            4,
+        ),
+    ]
+
+
+def _judge_forward(cases, outcomes):
+    for (x, W_qkv, W_o, h), got in zip(cases, _values(outcomes), strict=True):
+        want = _reference_forward(x, W_qkv, W_o, h)
+        if _close(got, want):
+            continue
+        if tuple(got.shape) != tuple(x.shape):
+            raise Failed(
+                f"The output has the input's shape (B, N, D) = {tuple(x.shape)}, got {tuple(got.shape)}."
+            )
+        D = x.shape[-1]
+        q, k, v = (x @ W.T for W in W_qkv.split(D))
+        one_head = (
+            torch.softmax(q @ k.transpose(-2, -1) / (D // h) ** 0.5, -1) @ v @ W_o.T
+        )
+        wrong_scale = (
+            merge_heads(
+                torch.softmax(
+                    split_heads(q, h) @ split_heads(k, h).transpose(-2, -1) / D**0.5, -1
+                )
+                @ split_heads(v, h)
+            )
+            @ W_o.T
+        )
+        if _close(got, wrong_scale):
+            raise Failed(
+                "Scale the scores by 1/√d with d = D/H, the width of one head, not by 1/√D."
+            )
+        if _close(got, one_head) or _close(
+            got, torch.softmax(q @ k.transpose(-2, -1) / D**0.5, -1) @ v @ W_o.T
+        ):
+            raise Failed(
+                "Split q, k and v into heads (B, H, N, d) before the attention: one softmax per head."
+            )
+        raise Failed(
+            "out = merge_heads(softmax(q kᵀ/√d) v) W_oᵀ, with q, k, v = x W_qkvᵀ split into thirds and then into heads."
+        )
+
+
+FORWARD = Exercise(
+    "multihead_forward",
+    "multihead_forward",
+    "Exercise 3: a multi-head forward pass",
+    4,
+    (
+        Check(
+            "equals tc.MultiHeadAttention with these weights",
+            _forward_cases,
+            _judge_forward,
+        ),
+    ),
+    requires=("split_heads", "merge_heads"),
+)
+
+# --- Exercise 4: counting parameters -----------------------------------------------------
+
+
+def _count_cases():
+    return [
+        (64, 1, True),
+        (64, 8, True),
+        (512, 8, True),
+        (512, 16, False),
+        (96, 3, False),
+    ]
+
+
+def _judge_count(cases, outcomes):
+    counts = _values(outcomes, int)
+    for (D, H, bias), got in zip(cases, counts, strict=True):
+        want = parameter_count(D, H, bias)
+        if got == want:
+            continue
+        if (
+            len(
+                {c for (d, _, b), c in zip(cases, counts, strict=True) if d == 64 and b}
+            )
+            > 1
+        ):
+            raise Failed(
+                "The count must not depend on the number of heads: each head is D/H wide, so all heads together still need D×D per matrix."
+            )
+        if bias and got == 4 * D * D:
+            raise Failed(
+                "With bias=True add the biases: 3D for q, k, v and D for the output projection."
+            )
+        raise Failed(
+            f"For D={D}, H={H}, bias={bias} expected {want:,}, got {got:,}: four D×D matrices (q, k, v, out), plus 4D biases."
+        )
+
+
+COUNT = Exercise(
+    "mha_parameter_count",
+    "mha_parameter_count",
+    "Exercise 4: count the parameters",
+    2,
+    (Check("4D² (+4D biases), for any H", _count_cases, _judge_count),),
+)
+
+# --- Exercise 5: weights from torch --------------------------------------------------------
+
+
+def _convert_cases():
+    return [(_randn(24, 8), 2), (_randn(36, 12, seed=1), 3)]
+
+
+def _reference_convert(in_proj_weight, n_heads):
+    D = in_proj_weight.shape[1]
+    return in_proj_weight.view(3, n_heads, D // n_heads, D)  # (q/k/v, H, d, D)
+
+
+def _judge_convert(cases, outcomes):
+    for (W, h), got in zip(cases, _values(outcomes), strict=True):
+        want = _reference_convert(W, h)
+        if _close(got, want):
+            continue
+        D = W.shape[1]
+        if tuple(got.shape) != tuple(want.shape):
+            raise Failed(
+                f"Return shape (3, H, d, D) = {tuple(want.shape)}: [q/k/v, head, output feature, input feature]."
+            )
+        if _close(got, W.view(h, 3, D // h, D).transpose(0, 1)):
+            raise Failed(
+                "torch stacks all query rows first, then all key rows, then all value rows: split into q, k, v first, then into heads."
+            )
+        raise Failed(
+            "Rows h·d ... (h+1)·d - 1 of the query block (the first D rows) are head h's query weights; likewise for keys and values."
+        )
+
+
+CONVERT = Exercise(
+    "heads_from_torch",
+    "heads_from_torch",
+    "Exercise 5: per-head weights from nn.MultiheadAttention",
+    2,
+    (Check("in_proj_weight (3D, D) -> (3, H, d, D)", _convert_cases, _judge_convert),),
+)
+
+EXERCISES: dict[str, Exercise] = {
+    e.key: e for e in (SPLIT, MERGE, FORWARD, COUNT, CONVERT)
+}
+
+QUIZZES = {
+    "quiz_head_width": Numeric(
+        key="quiz_head_width",
+        question="A layer has D = 512 and H = 8 heads. How wide is each head (d)?",
+        explanation="d = D/H = 64: the heads share the D features between them.",
+        answer=64,
+    ),
+    "quiz_parameters": Numeric(
+        key="quiz_parameters",
+        question="How many parameters has multi-head attention with D = 512, H = 8 and biases?",
+        explanation="4D² + 4D = 4·262,144 + 2,048 = 1,050,624, the same for any H.",
+        answer=4 * 512 * 512 + 4 * 512,
+    ),
+    "quiz_more_heads": MultipleChoice(
+        key="quiz_more_heads",
+        question="You double H at fixed D. What happens to the number of parameters?",
+        explanation="Nothing: each head gets narrower (d = D/H), so q, k, v and the output projection are still D×D in total (Turner, footnote 13).",
+        options=["It stays the same", "It doubles", "It halves", "It grows with H²"],
+        answer=0,
+    ),
+    "quiz_rank": MultipleChoice(
+        key="quiz_rank",
+        question="In Turner's sum over heads, Y = Σ_h V_h X A_h, what is the largest possible rank of V_h (a D×D matrix)?",
+        explanation="V_h = U_h U_{v,h} with U_h of size D×d: its rank is at most d = D/H.",
+        options=["d = D/H", "D", "H", "N"],
+        answer=0,
+    ),
+    "quiz_fused": MultipleChoice(
+        key="quiz_fused",
+        question="Why compute q, k and v of all heads with one D→3D matrix product and a reshape, rather than a loop over heads?",
+        explanation="The result is the same; one large matrix product keeps the hardware busy, while H small ones (and a Python loop) waste it.",
+        options=[
+            "One large product is faster than many small ones; the result is the same",
+            "It gives different, better results",
+            "It uses fewer parameters",
+            "It is required by the softmax",
+        ],
+        answer=0,
+    ),
+}

@@ -1,0 +1,105 @@
+"""Chapter 3's exercise checks: reference solutions pass; usual mistakes get their hints."""
+
+import nbformat
+import pytest
+from exercise_helpers import ROOT, namespace_from, solution_cells
+
+from transformer_course.exercises import chapter, core
+from transformer_course.exercises.ch03 import EXERCISES
+from transformer_course.exercises.release import student_version
+
+SOURCE = ROOT / "exercises" / "source" / "03_multihead.ipynb"
+
+
+@pytest.fixture(scope="module")
+def source():
+    return nbformat.read(SOURCE, as_version=4)
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_reference_solution_passes_every_check(source, key):
+    namespace = namespace_from(solution_cells(source).values())
+    exercise = EXERCISES[key]
+    assert core.run_exercise(exercise, namespace[exercise.function]).status == "passed"
+
+
+@pytest.mark.parametrize("key", list(EXERCISES))
+def test_stub_is_not_attempted(source, key):
+    namespace = namespace_from(solution_cells(student_version(source)).values())
+    assert (
+        core.run_exercise(EXERCISES[key], namespace[EXERCISES[key].function]).status
+        == "not attempted"
+    )
+
+
+HELPERS = (
+    "def split_heads(x, h):\n    B, N, D = x.shape\n    return x.view(B, N, h, D // h).transpose(1, 2)\n"
+    "def merge_heads(x):\n    B, H, N, d = x.shape\n    return x.transpose(1, 2).reshape(B, N, H * d)\n"
+)
+MISTAKES = [
+    (
+        "split_heads",
+        "def split_heads(x, h):\n    B, N, D = x.shape\n    return x.view(B, N, h, D // h)",
+        "transpose(1, 2)",
+    ),
+    (
+        "split_heads",
+        "def split_heads(x, h):\n    B, N, D = x.shape\n    return x.reshape(B, h, N, D // h)",
+        "mixes tokens across heads",
+    ),
+    (
+        "merge_heads",
+        "def merge_heads(x):\n    B, H, N, d = x.shape\n    return x.reshape(B, N, H * d)",
+        "Transpose back",
+    ),
+    (
+        "multihead_forward",
+        HELPERS
+        + "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv.T).chunk(3, -1)\n"
+        "    q, k, v = (split_heads(t, h) for t in (q, k, v))\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / x.shape[-1] ** 0.5, -1)\n    return merge_heads(w @ v) @ W_o.T",
+        "d = D/H",
+    ),
+    (
+        "multihead_forward",
+        "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv.T).chunk(3, -1)\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / x.shape[-1] ** 0.5, -1)\n    return w @ v @ W_o.T",
+        "Split q, k and v into heads",
+    ),
+    (
+        "mha_parameter_count",
+        "def mha_parameter_count(D, H, bias):\n    return 4 * D * D * H + (4 * D if bias else 0)",
+        "must not depend on the number of heads",
+    ),
+    (
+        "mha_parameter_count",
+        "def mha_parameter_count(D, H, bias):\n    return 4 * D * D",
+        "add the biases",
+    ),
+    (
+        "heads_from_torch",
+        "def heads_from_torch(W, h):\n    D = W.shape[1]\n    return W.view(h, 3, D // h, D).transpose(0, 1)",
+        "split into q, k, v first",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "source_code", "hint"),
+    MISTAKES,
+    ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
+)
+def test_usual_mistake_gets_its_hint(key, source_code, hint):
+    exercise = EXERCISES[key]
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    assert report.status == "failed"
+    assert hint in report.first_hint, report.first_hint
+
+
+def test_chapter_three_is_registered():
+    ex = chapter(3)
+    assert len(ex.exercises) >= 4
+    assert len(ex.quizzes) >= 4
+    assert EXERCISES["multihead_forward"].requires == ("split_heads", "merge_heads")
