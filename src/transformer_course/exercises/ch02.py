@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import Check, Exercise, Failed, Outcome
+from .core import Check, Exercise, Failed, returned_values
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -21,18 +21,6 @@ __all__ = ["EXERCISES", "QUIZZES"]
 
 def _randn(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _tensors(outcomes: list[Outcome]) -> list[torch.Tensor]:
-    """The returned tensors, or Failed with the first problem."""
-    values = []
-    for outcome in outcomes:
-        if outcome.raised:
-            raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
-        if not isinstance(outcome.value, torch.Tensor):
-            raise Failed(f"Return a tensor, not {type(outcome.value).__name__}.")
-        values.append(outcome.value)
-    return values
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -53,7 +41,7 @@ def _softmax_cases():
 
 
 def _judge_softmax_axis(cases, outcomes):
-    for (x,), out in zip(cases, _tensors(outcomes), strict=True):
+    for (x,), out in zip(cases, returned_values(outcomes), strict=True):
         if _close(out.sum(-1), torch.ones(x.shape[:-1])):
             continue
         if (
@@ -70,7 +58,7 @@ def _judge_softmax_axis(cases, outcomes):
 
 
 def _judge_softmax_values(cases, outcomes):
-    for (x,), out in zip(cases, _tensors(outcomes), strict=True):
+    for (x,), out in zip(cases, returned_values(outcomes), strict=True):
         if not _close(out, torch.softmax(x, dim=-1)):
             raise Failed(
                 "Compute exp(x) / sum(exp(x)) along the last dimension; compare with torch.softmax(x, dim=-1)."
@@ -86,7 +74,7 @@ def _large_cases():
 
 
 def _judge_softmax_large(cases, outcomes):
-    for (x,), out in zip(cases, _tensors(outcomes), strict=True):
+    for (x,), out in zip(cases, returned_values(outcomes), strict=True):
         if not torch.isfinite(out).all() or not _close(out, torch.softmax(x, dim=-1)):
             raise Failed(
                 "Large logits overflow: exp(1000) is inf and inf/inf is nan. Subtract each "
@@ -100,7 +88,7 @@ def _shift_cases():
 
 
 def _judge_softmax_shift(cases, outcomes):
-    first, shifted = _tensors(outcomes)
+    first, shifted = returned_values(outcomes)
     if not _close(first, shifted):
         raise Failed(
             "Adding the same constant to every entry of a row must not change the softmax."
@@ -142,7 +130,7 @@ def _weights_cases():
 
 
 def _judge_weights_rows(cases, outcomes):
-    for (q, k), w in zip(cases, _tensors(outcomes), strict=True):
+    for (q, k), w in zip(cases, returned_values(outcomes), strict=True):
         want = (*q.shape[:-1], k.shape[-2])
         if tuple(w.shape) != want:
             raise Failed(
@@ -155,7 +143,7 @@ def _judge_weights_rows(cases, outcomes):
 
 
 def _judge_weights_scale(cases, outcomes):
-    for (q, k), w in zip(cases, _tensors(outcomes), strict=True):
+    for (q, k), w in zip(cases, returned_values(outcomes), strict=True):
         if _close(w, _reference_weights(q, k)):
             continue
         unscaled = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
@@ -176,7 +164,7 @@ def _mask_cases():
 
 
 def _judge_mask(cases, outcomes):
-    for (q, k, mask), w in zip(cases, _tensors(outcomes), strict=True):
+    for (q, k, mask), w in zip(cases, returned_values(outcomes), strict=True):
         if _close(w, _reference_weights(q, k, mask)):
             continue
         if bool((w[~mask].abs() > 1e-6).any()):
@@ -199,7 +187,7 @@ def _permutation_cases():
 
 
 def _judge_permutation(cases, outcomes):
-    w, w_perm = _tensors(outcomes)
+    w, w_perm = returned_values(outcomes)
     perm = torch.tensor([3, 0, 4, 1, 2])
     if not _close(w_perm, w[:, perm]):
         raise Failed(
@@ -235,7 +223,7 @@ def _attention_cases():
 
 
 def _judge_attention_shape(cases, outcomes):
-    for (q, k, v), out in zip(cases, _tensors(outcomes), strict=True):
+    for (q, k, v), out in zip(cases, returned_values(outcomes), strict=True):
         want = (*q.shape[:-1], v.shape[-1])
         if tuple(out.shape) == (*q.shape[:-1], k.shape[-2]) and want != tuple(
             out.shape
@@ -250,7 +238,7 @@ def _judge_attention_shape(cases, outcomes):
 
 
 def _judge_attention_values(cases, outcomes):
-    for (q, k, v), out in zip(cases, _tensors(outcomes), strict=True):
+    for (q, k, v), out in zip(cases, returned_values(outcomes), strict=True):
         if _close(out, F.scaled_dot_product_attention(q, k, v)):
             continue
         if _close(out, torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v):
@@ -267,7 +255,7 @@ def _attention_perm_cases():
 
 
 def _judge_attention_perm(cases, outcomes):
-    out, out_kv, out_q = _tensors(outcomes)
+    out, out_kv, out_q = returned_values(outcomes)
     if not _close(out_kv, out):
         raise Failed(
             "Reordering keys and values together must not change the output: attention treats them as a set."
@@ -315,7 +303,7 @@ def _reference_additive(q, k, W_q, W_k, w):
 
 
 def _judge_additive(cases, outcomes):
-    for (q, k, W_q, W_k, w), s in zip(cases, _tensors(outcomes), strict=True):
+    for (q, k, W_q, W_k, w), s in zip(cases, returned_values(outcomes), strict=True):
         if tuple(s.shape) != (k.shape[0],):
             raise Failed(
                 f"Return one score per key: shape (N,) = ({k.shape[0]},), got {tuple(s.shape)}."
@@ -335,7 +323,7 @@ def _bounded_cases():
 
 
 def _judge_bounded(cases, outcomes):
-    (s,) = _tensors(outcomes)
+    (s,) = returned_values(outcomes)
     w = cases[0][4]
     if not torch.isfinite(s).all() or s.abs().max() > w.abs().sum() + 1e-4:
         raise Failed(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..multihead import MultiHeadAttention, merge_heads, parameter_count, split_heads
-from .core import Check, Exercise, Failed, Outcome
+from .core import Check, Exercise, Failed, returned_values
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -13,19 +13,6 @@ __all__ = ["EXERCISES", "QUIZZES"]
 
 def _randn(*shape, seed=0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _values(outcomes: list[Outcome], kind=torch.Tensor) -> list:
-    values = []
-    for outcome in outcomes:
-        if outcome.raised:
-            raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
-        if not isinstance(outcome.value, kind):
-            raise Failed(
-                f"Return a {kind.__name__}, not {type(outcome.value).__name__}."
-            )
-        values.append(outcome.value)
-    return values
 
 
 def _close(a, b) -> bool:
@@ -46,7 +33,7 @@ def _split_cases():
 
 
 def _judge_split(cases, outcomes):
-    for (x, h), got in zip(cases, _values(outcomes), strict=True):
+    for (x, h), got in zip(cases, returned_values(outcomes), strict=True):
         B, N, D = x.shape
         want = split_heads(x, h)
         if _close(got, want):
@@ -90,7 +77,7 @@ def _merge_cases():
 
 
 def _judge_merge(cases, outcomes):
-    for (heads,), got in zip(cases, _values(outcomes), strict=True):
+    for (heads,), got in zip(cases, returned_values(outcomes), strict=True):
         want = merge_heads(heads)
         if _close(got, want):
             continue
@@ -111,7 +98,7 @@ def _roundtrip_cases():
 
 
 def _judge_roundtrip(cases, outcomes):
-    (got,) = _values(outcomes)
+    (got,) = returned_values(outcomes)
     if not _close(got, merge_heads(cases[0][0])):
         raise Failed("merge_heads(split_heads(x)) must give back x.")
 
@@ -151,7 +138,7 @@ def _forward_cases():
 
 
 def _judge_forward(cases, outcomes):
-    for (x, W_qkv, W_o, h), got in zip(cases, _values(outcomes), strict=True):
+    for (x, W_qkv, W_o, h), got in zip(cases, returned_values(outcomes), strict=True):
         want = _reference_forward(x, W_qkv, W_o, h)
         if _close(got, want):
             continue
@@ -217,7 +204,7 @@ def _count_cases():
 
 
 def _judge_count(cases, outcomes):
-    counts = _values(outcomes, int)
+    counts = returned_values(outcomes, int)
     for (D, H, bias), got in zip(cases, counts, strict=True):
         want = parameter_count(D, H, bias)
         if got == want:
@@ -261,7 +248,7 @@ def _reference_convert(in_proj_weight, n_heads):
 
 
 def _judge_convert(cases, outcomes):
-    for (W, h), got in zip(cases, _values(outcomes), strict=True):
+    for (W, h), got in zip(cases, returned_values(outcomes), strict=True):
         want = _reference_convert(W, h)
         if _close(got, want):
             continue

@@ -35,6 +35,7 @@ __all__ = [
     "call_cases",
     "judge_outcomes",
     "report_from_outcomes",
+    "returned_values",
     "run_exercise",
     "to_plain",
 ]
@@ -133,6 +134,24 @@ class Report:
     @property
     def first_hint(self) -> str:
         return next((r.hint for r in self.results if not r.passed), "")
+
+
+def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:
+    """The values the learner's function returned, for a judge to inspect.
+
+    Raises :class:`Failed` naming the first exception the function raised, or the
+    first value that is not of ``kind``.
+    """
+    values = []
+    for outcome in outcomes:
+        if outcome.raised:
+            raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
+        if not isinstance(outcome.value, kind):
+            raise Failed(
+                f"Return a {kind.__name__}, not {type(outcome.value).__name__}."
+            )
+        values.append(outcome.value)
+    return values
 
 
 def call_cases(function: Callable, cases: Sequence[tuple]) -> list[Outcome]:
