@@ -150,7 +150,7 @@ def _download(spec: RemoteText, timeout: float = 30.0) -> bytes:
                 parts.append(chunk)
     except http.client.IncompleteRead as err:
         parts.append(err.partial)
-    except (TimeoutError, OSError) as err:
+    except OSError as err:  # TimeoutError included
         raise DownloadError(
             f"{spec.name}: the connection broke after "
             f"{sum(map(len, parts)):,} of {spec.size:,} bytes ({err}). Nothing "

@@ -10,16 +10,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .core import Check, Exercise, Failed, Outcome
+from .core import Check, Exercise, Failed, returned_values
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
-
-
-def _first_error(outcomes: list[Outcome]) -> None:
-    for outcome in outcomes:
-        if outcome.raised:
-            raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
 
 
 # --- Exercise 1: a character vocabulary ------------------------------------------
@@ -32,7 +26,7 @@ def _vocab_cases():
 
 
 def _judge_vocab_type(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for outcome in outcomes:
         vocab = outcome.value
         if not isinstance(vocab, dict) or not all(
@@ -44,7 +38,7 @@ def _judge_vocab_type(cases, outcomes):
 
 
 def _judge_vocab_covers(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for (text,), outcome in zip(cases, outcomes, strict=True):
         keys = set(outcome.value)
         if keys != set(text):
@@ -56,7 +50,7 @@ def _judge_vocab_covers(cases, outcomes):
 
 
 def _judge_vocab_ids(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for (text,), outcome in zip(cases, outcomes, strict=True):
         vocab = outcome.value
         ids = sorted(vocab.values())
@@ -101,7 +95,7 @@ def _merge_example_cases():
 
 
 def _judge_merge_example(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     expected = [[4, 3, 4], [7, 7, 6]]
     for outcome, want in zip(outcomes, expected, strict=True):
         if outcome.value != want:
@@ -116,7 +110,7 @@ def _merge_overlap_cases():
 
 
 def _judge_merge_overlap(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     got = [o.value for o in outcomes]
     if got == [[9, 1], [9, 9]]:
         return
@@ -144,7 +138,7 @@ def _merge_edge_cases():
 
 
 def _judge_merge_edges(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     expected = [[], [1], [3, 4, 5], [2, 1]]
     for (ids, pair, _), outcome, want in zip(cases, outcomes, expected, strict=True):
         if outcome.value != want:
@@ -155,7 +149,7 @@ def _judge_merge_edges(cases, outcomes):
 
 
 def _judge_merge_pure(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for outcome in outcomes:
         if not isinstance(outcome.value, list):
             raise Failed("Return a new list of ids.")
@@ -202,7 +196,7 @@ def _embed_cases():
 
 
 def _judge_embed_shape(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for (ids, table), outcome in zip(cases, outcomes, strict=True):
         want = (*ids.shape, table.shape[1])
         got = (
@@ -223,7 +217,7 @@ def _judge_embed_shape(cases, outcomes):
 
 
 def _judge_embed_values(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for (ids, table), outcome in zip(cases, outcomes, strict=True):
         value = outcome.value
         if value.dtype != table.dtype:
@@ -270,7 +264,7 @@ def _unfold_reference(images, p):
 
 
 def _judge_patch_shape(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for (images, p), outcome in zip(cases, outcomes, strict=True):
         b, c, h, w = images.shape
         want = (b, (h // p) * (w // p), c * p * p)
@@ -287,7 +281,7 @@ def _judge_patch_shape(cases, outcomes):
 
 
 def _judge_patch_values(cases, outcomes):
-    _first_error(outcomes)
+    returned_values(outcomes, object)
     for (images, p), outcome in zip(cases, outcomes, strict=True):
         want = _unfold_reference(images, p)
         got = outcome.value
