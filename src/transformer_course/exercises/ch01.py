@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .core import Check, Exercise, Failed, returned_values
+from .core import PROPERTY, Check, Exercise, Failed, returned_values
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -78,9 +78,17 @@ CHAR_VOCAB = Exercise(
     points=3,
     checks=(
         Check(
-            "returns a dict from characters to int ids", _vocab_cases, _judge_vocab_type
+            "returns a dict from characters to int ids",
+            _vocab_cases,
+            _judge_vocab_type,
+            PROPERTY,
         ),
-        Check("every distinct character has one id", _vocab_cases, _judge_vocab_covers),
+        Check(
+            "every distinct character has one id",
+            _vocab_cases,
+            _judge_vocab_covers,
+            PROPERTY,
+        ),
         Check(
             "ids are 0..V-1 in sorted character order", _vocab_cases, _judge_vocab_ids
         ),
@@ -91,18 +99,32 @@ CHAR_VOCAB = Exercise(
 
 
 def _merge_example_cases():
-    return [([1, 2, 3, 1, 2], (1, 2), 4), ([5, 6, 5, 6, 6], (5, 6), 7)]
+    return [
+        ([1, 2, 3, 1, 2], (1, 2), 4),
+        ([5, 6, 5, 6, 6], (5, 6), 7),
+        # ids are numbers, not text: "11 2" contains "1 2", and so does "1 23"
+        ([11, 2, 1, 23, 1, 2], (1, 2), 9),
+    ]
 
 
 def _judge_merge_example(cases, outcomes):
     returned_values(outcomes, object)
-    expected = [[4, 3, 4], [7, 7, 6]]
-    for outcome, want in zip(outcomes, expected, strict=True):
-        if outcome.value != want:
+    expected = [[4, 3, 4], [7, 7, 6], [11, 2, 1, 23, 9]]
+    for (ids, pair, new_id), outcome, want in zip(
+        cases, outcomes, expected, strict=True
+    ):
+        if outcome.value == want:
+            continue
+        if ids[0] == 11:
             raise Failed(
-                f"Merging (1, 2) -> 4 in [1, 2, 3, 1, 2] should give [4, 3, 4]; you "
-                f"returned {outcome.value}. Replace every occurrence of the pair by new_id."
+                f"merge_pair({ids}, {pair}, {new_id}) should give {want}, got "
+                f"{outcome.value}: compare ids as numbers, pair by pair; as text, "
+                "'11 2' and '1 23' also contain '1 2'."
             )
+        raise Failed(
+            f"Merging {pair} -> {new_id} in {ids} should give {want}; you returned "
+            f"{outcome.value}. Replace every occurrence of the pair by new_id."
+        )
 
 
 def _merge_overlap_cases():
@@ -176,7 +198,7 @@ MERGE_PAIR = Exercise(
             _merge_edge_cases,
             _judge_merge_edges,
         ),
-        Check("returns a list", _merge_pure_cases, _judge_merge_pure),
+        Check("returns a list", _merge_pure_cases, _judge_merge_pure, PROPERTY),
     ),
 )
 
@@ -235,13 +257,14 @@ EMBED = Exercise(
     title="Exercise 3: lookup = one-hot times a matrix",
     points=2,
     checks=(
-        Check("shape (..., D)", _embed_cases, _judge_embed_shape),
+        Check("shape (..., D)", _embed_cases, _judge_embed_shape, PROPERTY),
         Check(
             "equals a table lookup, in the table's dtype",
             _embed_cases,
             _judge_embed_values,
         ),
     ),
+    forbidden=("embedding",),
 )
 
 # --- Exercise 4: patchify -----------------------------------------------------------
@@ -256,6 +279,7 @@ def _patch_cases():
         (_images(2, 1, 8, 8), 2),
         (_images(1, 3, 6, 4, seed=1), 2),
         (_images(3, 1, 8, 8, 2), 4),
+        (_images(2, 3, 4, 6, 3), 2),  # B > 1 and C > 1 together, H != W
     ]
 
 
@@ -312,7 +336,11 @@ def _judge_patch_values(cases, outcomes):
 
 
 def _patch_error_cases():
-    return [(_images(1, 1, 8, 8), 3), (_images(1, 1, 6, 8), 4)]
+    return [
+        (_images(1, 1, 8, 8), 3),  # neither side divides
+        (_images(1, 1, 6, 8), 4),  # the height does not
+        (_images(1, 1, 8, 6), 4),  # only the width does not
+    ]
 
 
 def _judge_patch_error(cases, outcomes):
@@ -335,7 +363,7 @@ PATCHIFY = Exercise(
     title="Exercise 4: images into patch tokens",
     points=4,
     checks=(
-        Check("shape (B, N, C·p·p)", _patch_cases, _judge_patch_shape),
+        Check("shape (B, N, C·p·p)", _patch_cases, _judge_patch_shape, PROPERTY),
         Check(
             "patches in row-major order, each flattened as (C, p, p)",
             _patch_cases,

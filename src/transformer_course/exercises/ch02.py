@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import Check, Exercise, Failed, returned_values
+from .core import PROPERTY, Check, Exercise, Failed, returned_values
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -70,11 +70,19 @@ def _large_cases():
         (torch.tensor([[1000.0, 999.0, 0.0]]),),
         (torch.tensor([[-1000.0, -1001.0]]),),
         (torch.tensor([[89.0, 90.0]]),),
+        # rows on very different scales: one maximum for the whole tensor is not enough
+        (torch.tensor([[1000.0, 999.0], [-1000.0, -1001.0]]),),
     ]
 
 
 def _judge_softmax_large(cases, outcomes):
     for (x,), out in zip(cases, returned_values(outcomes), strict=True):
+        if x.shape[0] == 2 and not torch.isfinite(out[1]).all():
+            raise Failed(
+                "Subtract each row's own maximum (x.max(dim=-1, keepdim=True)), not "
+                "the maximum of the whole tensor: a row whose values are all far "
+                "below it underflows to 0/0 = nan."
+            )
         if not torch.isfinite(out).all() or not _close(out, torch.softmax(x, dim=-1)):
             raise Failed(
                 "Large logits overflow: exp(1000) is inf and inf/inf is nan. Subtract each "
@@ -102,14 +110,23 @@ SOFTMAX = Exercise(
     points=3,
     checks=(
         Check(
-            "each row (last dimension) sums to 1", _softmax_cases, _judge_softmax_axis
+            "each row (last dimension) sums to 1",
+            _softmax_cases,
+            _judge_softmax_axis,
+            PROPERTY,
         ),
         Check("equals torch.softmax", _softmax_cases, _judge_softmax_values),
         Check(
             "finite and right for logits of ±1000", _large_cases, _judge_softmax_large
         ),
-        Check("invariant to adding a constant", _shift_cases, _judge_softmax_shift),
+        Check(
+            "invariant to adding a constant",
+            _shift_cases,
+            _judge_softmax_shift,
+            PROPERTY,
+        ),
     ),
+    forbidden=("softmax",),
 )
 
 # --- Exercise 2: attention weights ------------------------------------------------
@@ -202,12 +219,18 @@ WEIGHTS = Exercise(
     points=4,
     checks=(
         Check(
-            "shape (..., N_q, N_k), rows sum to 1", _weights_cases, _judge_weights_rows
+            "shape (..., N_q, N_k), rows sum to 1",
+            _weights_cases,
+            _judge_weights_rows,
+            PROPERTY,
         ),
         Check("softmax(q kᵀ / √d_k)", _weights_cases, _judge_weights_scale),
         Check("the mask is applied before the softmax", _mask_cases, _judge_mask),
         Check(
-            "permuting keys permutes columns", _permutation_cases, _judge_permutation
+            "permuting keys permutes columns",
+            _permutation_cases,
+            _judge_permutation,
+            PROPERTY,
         ),
     ),
 )
@@ -272,7 +295,9 @@ ATTENTION = Exercise(
     title="Exercise 3: single-head attention",
     points=3,
     checks=(
-        Check("shape (..., N_q, d_v)", _attention_cases, _judge_attention_shape),
+        Check(
+            "shape (..., N_q, d_v)", _attention_cases, _judge_attention_shape, PROPERTY
+        ),
         Check(
             "equals F.scaled_dot_product_attention",
             _attention_cases,
@@ -282,8 +307,10 @@ ATTENTION = Exercise(
             "keys/values are a set; queries are equivariant",
             _attention_perm_cases,
             _judge_attention_perm,
+            PROPERTY,
         ),
     ),
+    forbidden=("scaled_dot_product_attention",),
 )
 
 # --- Exercise 4: an additive score ------------------------------------------------
@@ -338,7 +365,7 @@ ADDITIVE = Exercise(
     points=2,
     checks=(
         Check("s_i = w · tanh(W_q q + W_k k_i)", _additive_cases, _judge_additive),
-        Check("bounded by the sum of |w|", _bounded_cases, _judge_bounded),
+        Check("bounded by the sum of |w|", _bounded_cases, _judge_bounded, PROPERTY),
     ),
 )
 

@@ -187,7 +187,7 @@ FORWARD = Exercise(
             _judge_forward,
         ),
     ),
-    requires=("split_heads", "merge_heads"),
+    forbidden=("scaled_dot_product_attention",),
 )
 
 # --- Exercise 4: counting parameters -----------------------------------------------------

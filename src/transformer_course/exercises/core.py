@@ -8,10 +8,21 @@ A check runs in two phases, so that grading never trusts the learner's process:
 2. **judge**: the check looks at the inputs and the outcomes, and either passes
    or raises :class:`Failed` with a targeted hint for the usual mistake.
 
-In a notebook both phases run in the kernel (instant feedback). The grader
-(``python -m transformer_course.grade``) runs phase 1 in a separate kernel that
-holds the submission, and phase 2 in its own process, where submitted code never
-runs: redefining or monkeypatching checks in the notebook cannot change a score.
+Phase 1 is the same code in the notebook and in the grader
+(:func:`.runner.call_cases`): inputs deep-copied before every call, forbidden
+functions detected, the course package refused, results turned into plain data
+within size limits. In a notebook both phases run in the kernel (instant
+feedback). The grader (``python -m transformer_course.grade``) runs phase 1 in a
+sandbox that holds the submission and not the course package, and phase 2 in its
+own process, where submitted code never runs: redefining or monkeypatching checks
+in the notebook cannot change a score.
+
+**Scoring.** A check is a *value* check (the results equal the reference on its
+inputs) or a *property* check (shapes, rows summing to 1, invariances). Value
+checks carry the score; property checks add their weight only when every value
+check passes, so a function that ignores its inputs earns nothing for returning
+the right shape. Every exercise also gets the property check "leaves its inputs
+unchanged".
 
 Used by every exercise notebook (exercises/NN_topic.ipynb) through
 ``transformer_course.exercises.chNN`` modules.
@@ -25,6 +36,9 @@ from typing import Any
 
 import torch
 
+from . import runner
+from .runner import to_plain
+
 __all__ = [
     "Check",
     "CheckResult",
@@ -34,12 +48,14 @@ __all__ = [
     "Report",
     "call_cases",
     "judge_outcomes",
+    "outcome_from_dict",
     "report_from_outcomes",
     "returned_values",
     "run_exercise",
     "to_plain",
 ]
 
+VALUE, PROPERTY = "value", "property"
 NOT_ATTEMPTED = "not attempted"
 PASSED = "passed"
 FAILED = "failed"
@@ -60,6 +76,7 @@ class Outcome:
     value: Any = None
     error: str | None = None  # the exception's class name
     message: str = ""
+    mutated: tuple[int, ...] = ()  # indices of the arguments changed in place
 
     @property
     def raised(self) -> bool:
@@ -75,11 +92,22 @@ class Check:
         cases: makes the inputs: a list of argument tuples, deterministic.
         judge: ``judge(cases, outcomes)`` returns None to pass, or raises
             :class:`Failed` with a hint.
+        kind: ``"value"`` (compared with the reference; carries the score) or
+            ``"property"`` (counts only when every value check passes).
+        weight: the check's share of the exercise's points.
     """
 
     name: str
     cases: Callable[[], list[tuple]]
     judge: Callable[[list[tuple], list[Outcome]], None]
+    kind: str = VALUE
+    weight: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in (VALUE, PROPERTY):
+            raise ValueError(
+                f"kind: expected {VALUE!r} or {PROPERTY!r}, got {self.kind!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -90,11 +118,11 @@ class Exercise:
         key: identifier, also the nbgrader ``grade_id`` of the solution cell.
         function: the name the learner's function has in the notebook.
         title: shown above the results.
-        points: points for passing every check (partial credit is
-            proportional to the checks passed).
-        checks: the battery of checks.
-        requires: keys of earlier exercises whose solution cells this one may
-            use (the grader runs those cells first, in the same kernel).
+        points: points for passing every check (partial credit: see the module
+            docstring).
+        checks: the battery of checks; at least one value check.
+        forbidden: keys of :data:`.runner.FORBIDDEN`: functions the learner
+            must not call (the exercise asks them to write it themselves).
     """
 
     key: str
@@ -102,7 +130,17 @@ class Exercise:
     title: str
     points: int
     checks: tuple[Check, ...]
-    requires: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not any(c.kind == VALUE for c in self.checks):
+            raise ValueError(f"{self.key}: expected at least one value check")
+        unknown = set(self.forbidden) - set(runner.FORBIDDEN)
+        if unknown:
+            raise ValueError(
+                f"{self.key}: forbidden keys must be among {sorted(runner.FORBIDDEN)}, "
+                f"got {sorted(unknown)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -110,6 +148,8 @@ class CheckResult:
     name: str
     passed: bool
     hint: str = ""
+    kind: str = VALUE
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -126,10 +166,18 @@ class Report:
 
     @property
     def score(self) -> float:
-        """Points earned: the exercise's points times the share of checks passed."""
+        """Points earned: value checks passed, plus property checks passed once
+        every value check passes, as a share of all checks' weights."""
         if not self.results:
             return 0.0
-        return self.exercise.points * self.passed_count / len(self.results)
+        total = sum(r.weight for r in self.results)
+        values = [r for r in self.results if r.kind == VALUE]
+        earned = sum(r.weight for r in values if r.passed)
+        if all(r.passed for r in values):
+            earned += sum(
+                r.weight for r in self.results if r.kind == PROPERTY and r.passed
+            )
+        return self.exercise.points * earned / total
 
     @property
     def first_hint(self) -> str:
@@ -144,6 +192,8 @@ def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:
     """
     values = []
     for outcome in outcomes:
+        if outcome.error == "ResultTooLarge":
+            raise Failed(outcome.message[:1].upper() + outcome.message[1:] + ".")
         if outcome.raised:
             raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
         if not isinstance(outcome.value, kind):
@@ -154,22 +204,30 @@ def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:
     return values
 
 
-def call_cases(function: Callable, cases: Sequence[tuple]) -> list[Outcome]:
-    """Phase 1: call ``function(*case)`` for every case, catching what it raises.
+def call_cases(
+    function: Callable, cases: Sequence[tuple], forbidden: Sequence[str] = ()
+) -> list[Outcome]:
+    """Phase 1: call ``function(*case)`` for every case (see :func:`.runner.call_cases`).
 
-    Inputs are cloned before each call, so a function that modifies its input
-    cannot change what a later case (or the judge) sees.
+    Inputs are deep-copied before each call, so a function that modifies its
+    input cannot change what a later case (or the judge) sees; the outcome
+    records which arguments it changed.
     """
-    outcomes = []
-    for case in cases:
-        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case)
-        try:
-            outcomes.append(Outcome(value=function(*args)))
-        except NotImplementedError as err:
-            outcomes.append(Outcome(error="NotImplementedError", message=str(err)))
-        except Exception as err:  # the learner's bug, reported as a hint
-            outcomes.append(Outcome(error=type(err).__name__, message=str(err)))
-    return outcomes
+    return [outcome_from_dict(o) for o in runner.call_cases(function, cases, forbidden)]
+
+
+def outcome_from_dict(raw: dict) -> Outcome:
+    """An :class:`Outcome` from the plain dict :func:`.runner.call_cases` makes."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"an outcome must be a dict, got {type(raw).__name__}")
+    error = raw.get("error")
+    mutated = raw.get("mutated", ())
+    return Outcome(
+        value=raw.get("value"),
+        error=str(error) if error is not None else None,
+        message=str(raw.get("message", ""))[:500],
+        mutated=tuple(int(i) for i in mutated if isinstance(i, int)),
+    )
 
 
 def judge_outcomes(
@@ -179,7 +237,7 @@ def judge_outcomes(
     try:
         check.judge(cases, outcomes)
     except Failed as failure:
-        return CheckResult(check.name, False, failure.hint)
+        return CheckResult(check.name, False, failure.hint, check.kind, check.weight)
     except Exception as err:  # e.g. the learner returned the wrong type
         raised = next((o for o in outcomes if o.raised), None)
         detail = (
@@ -191,8 +249,10 @@ def judge_outcomes(
             check.name,
             False,
             f"Your function raised or returned something unexpected ({detail}).",
+            check.kind,
+            check.weight,
         )
-    return CheckResult(check.name, True)
+    return CheckResult(check.name, True, "", check.kind, check.weight)
 
 
 def run_exercise(exercise: Exercise, function: Callable | None) -> Report:
@@ -200,8 +260,18 @@ def run_exercise(exercise: Exercise, function: Callable | None) -> Report:
     if function is None:
         return Report(exercise, NOT_ATTEMPTED)
     case_lists = [check.cases() for check in exercise.checks]
-    outcome_lists = [call_cases(function, cases) for cases in case_lists]
+    outcome_lists = [
+        call_cases(function, cases, exercise.forbidden) for cases in case_lists
+    ]
     return report_from_outcomes(exercise, case_lists, outcome_lists)
+
+
+#: Outcome errors that fail a whole exercise, whatever its values.
+DISQUALIFYING = {
+    "ForbiddenUse": "Write it yourself: {message}.",
+    "CoursePackageUsed": "Don't call the course's own code: {message}.",
+}
+INPUTS_UNCHANGED = "leaves its inputs unchanged"
 
 
 def report_from_outcomes(
@@ -209,36 +279,38 @@ def report_from_outcomes(
     case_lists: list[list[tuple]],
     outcome_lists: list[list[Outcome]],
 ) -> Report:
-    """Judge every check; a stub that raises NotImplementedError is "not attempted"."""
+    """Judge every check; a stub that raises NotImplementedError is "not attempted".
+
+    A forbidden function or the course package fails every check, with a hint
+    that names it. Every exercise ends with the property check "leaves its
+    inputs unchanged".
+    """
     every = [o for outcomes in outcome_lists for o in outcomes]
     if every and all(o.error == "NotImplementedError" for o in every):
         return Report(exercise, NOT_ATTEMPTED)
+    disqualified = next((o for o in every if o.error in DISQUALIFYING), None)
+    if disqualified is not None:
+        hint = DISQUALIFYING[disqualified.error].format(message=disqualified.message)
+        results = tuple(
+            CheckResult(c.name, False, hint, c.kind, c.weight) for c in exercise.checks
+        )
+        results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
+        return Report(exercise, FAILED, results)
     results = tuple(
         judge_outcomes(check, cases, outcomes)
         for check, cases, outcomes in zip(
             exercise.checks, case_lists, outcome_lists, strict=True
         )
     )
+    changed = next((o for o in every if o.mutated), None)
+    if changed is None:
+        results += (CheckResult(INPUTS_UNCHANGED, True, "", PROPERTY),)
+    else:
+        which = ", ".join(f"argument {i + 1}" for i in changed.mutated)
+        hint = (
+            f"Your function changed its input in place ({which}): work on a copy "
+            "or build a new result; the caller's data must stay as it was."
+        )
+        results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
     status = PASSED if all(r.passed for r in results) else FAILED
     return Report(exercise, status, results)
-
-
-def to_plain(value: Any, depth: int = 0) -> Any:
-    """A value made of tensors, numbers, strings, lists, tuples and dicts only.
-
-    The grader moves outcomes between processes with ``torch.load(...,
-    weights_only=True)``, which accepts nothing else; anything else becomes a
-    description string, which the judge then rejects with a hint.
-    """
-    if depth > 20:
-        return "<nested too deeply>"
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().clone()
-    if isinstance(value, list | tuple):
-        items = [to_plain(v, depth + 1) for v in value]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        return {str(k): to_plain(v, depth + 1) for k, v in value.items()}
-    return f"<{type(value).__name__}>"

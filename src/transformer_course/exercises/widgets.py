@@ -8,9 +8,11 @@ also work (and are tested) without a running kernel.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
 import os
+import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -102,6 +104,10 @@ class _Quiz:
     def _control(self) -> widgets.Widget:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def blank_message(self, value: object) -> str | None:
+        """What to say when ``value`` is no answer yet (None when it is one)."""
+        return "Choose an answer first." if value is None else None
+
     def widget(self) -> widgets.VBox:
         """The question, an answer control, a Submit button and the feedback."""
         PROGRESS.setdefault(self.key, NOT_ATTEMPTED)
@@ -110,8 +116,9 @@ class _Quiz:
         submit = widgets.Button(description="Submit")
 
         def on_submit(_button) -> None:
-            if control.value is None:
-                feedback.value = "Choose an answer first."
+            blank = self.blank_message(control.value)
+            if blank is not None:
+                feedback.value = blank
                 return
             correct = self.grade(control.value)
             PROGRESS[self.key] = PASSED if correct else "failed"
@@ -136,34 +143,83 @@ class _Quiz:
 
 @dataclass
 class MultipleChoice(_Quiz):
-    """A question with several options, one of them right."""
+    """A question with several options, one of them right.
+
+    ``options`` are written with the right one at ``answer``; they are shown in
+    an order shuffled deterministically from the quiz's key (:meth:`shown`), so
+    the right answer's place varies from quiz to quiz but never between runs.
+    """
 
     options: Sequence[str] = ()
     answer: int = 0  # index into options
+
+    def __post_init__(self):
+        if len(set(self.options)) != len(self.options) or len(self.options) < 2:
+            raise ValueError(
+                f"{self.key}: expected at least 2 distinct options, got {self.options!r}"
+            )
+        if not 0 <= self.answer < len(self.options):
+            raise ValueError(
+                f"{self.key}: answer must index options (0..{len(self.options) - 1}), "
+                f"got {self.answer}"
+            )
+
+    def shown(self) -> list[str]:
+        """The options in the order they are shown."""
+        seed = int.from_bytes(hashlib.sha256(self.key.encode()).digest()[:8], "big")
+        order = list(self.options)
+        random.Random(seed).shuffle(order)
+        return order
 
     def grade(self, answer: object) -> bool:
         return answer == self.options[self.answer]
 
     def _control(self) -> widgets.Widget:
         return widgets.RadioButtons(
-            options=list(self.options), value=None, layout={"width": "max-content"}
+            options=self.shown(), value=None, layout={"width": "max-content"}
         )
+
+
+def parse_number(text: object) -> float | None:
+    """A number typed by a learner ("1,050,624", "1e6", " 64 "), or None."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        return float(text)
+    if not isinstance(text, str):
+        return None
+    cleaned = text.strip().replace(",", "").replace("_", "").replace(" ", "")
+    try:
+        value = float(cleaned)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 @dataclass
 class Numeric(_Quiz):
-    """A question with a numeric answer, right within a relative tolerance."""
+    """A question with a numeric answer, right within a relative tolerance.
+
+    The answer box starts empty: submitting nothing asks for an answer instead
+    of grading 0.
+    """
 
     answer: float = 0.0
     rel_tol: float = 1e-6
 
+    def blank_message(self, value: object) -> str | None:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return "Type a number first."
+        if parse_number(value) is None:
+            return f"Type a number (digits, optionally with commas): got {value!r}."
+        return None
+
     def grade(self, answer: object) -> bool:
-        return isinstance(answer, int | float) and math.isclose(
-            float(answer), self.answer, rel_tol=self.rel_tol, abs_tol=1e-12
+        number = parse_number(answer)
+        return number is not None and math.isclose(
+            number, self.answer, rel_tol=self.rel_tol, abs_tol=1e-12
         )
 
     def _control(self) -> widgets.Widget:
-        return widgets.FloatText(value=None, description="answer")
+        return widgets.Text(value="", placeholder="a number", description="answer")
 
 
 def progress_widget(

@@ -1,0 +1,441 @@
+"""Calling a learner's function on a check's inputs: the one execution model.
+
+The notebook's instant feedback (``ex.check``) and the grader's sandbox call the
+learner's function through :func:`call_cases` here, so both see the same thing:
+
+* every call gets deep copies of the inputs, and reports which inputs it changed;
+* functions an exercise forbids (``torch.softmax`` in a softmax exercise) are
+  detected at both PyTorch levels (the Python API and the aten operators), so
+  ``Tensor.softmax``, ``F.softmax`` and ``torch.ops.aten._softmax`` are all caught;
+* a function that uses the course package (``tc``, the answer key) is refused
+  before it is called: the grader's sandbox does not contain the package;
+* returned values become plain data (tensors, numbers, strings, lists, tuples,
+  dicts) within size limits: anything else is described, not kept.
+
+This file must run where the course package cannot be imported: it imports only
+the standard library, torch and (if present) IPython. The grader's sandbox runs it
+as a script (:func:`main`), see :mod:`transformer_course.grade`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import sys
+import types
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = [
+    "FORBIDDEN",
+    "LIMITS",
+    "ForbiddenUse",
+    "call_cases",
+    "main",
+    "to_plain",
+    "uses_course_package",
+]
+
+COURSE_PACKAGE = "transformer_course"
+
+#: Size limits on what a learner's function may return (per call).
+LIMITS = {"elements": 1_000_000, "items": 10_000, "string": 100_000, "depth": 20}
+
+#: What an exercise may forbid: key -> (what the hint names, Python-level function
+#: names, aten operator names). Both levels are watched while the function runs.
+FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
+    "softmax": (
+        "torch.softmax (also F.softmax, Tensor.softmax and log_softmax)",
+        frozenset({"softmax", "log_softmax", "_softmax", "_log_softmax"}),
+        frozenset({"_softmax", "_log_softmax", "_safe_softmax"}),
+    ),
+    "scaled_dot_product_attention": (
+        "F.scaled_dot_product_attention (and nn.MultiheadAttention)",
+        frozenset(
+            {
+                "scaled_dot_product_attention",
+                "multi_head_attention_forward",
+                "_scaled_dot_product_attention_math",
+            }
+        ),
+        frozenset(
+            {
+                "_fused_sdp_choice",
+                "_scaled_dot_product_attention_math",
+                "_scaled_dot_product_flash_attention_for_cpu",
+                "_scaled_dot_product_flash_attention",
+                "_scaled_dot_product_efficient_attention",
+                "_scaled_dot_product_cudnn_attention",
+                "_native_multi_head_attention",
+            }
+        ),
+    ),
+    "embedding": (
+        "F.embedding, nn.Embedding or indexing the table (table[ids], index_select)",
+        frozenset({"embedding", "index_select", "take", "gather", "embedding_bag"}),
+        frozenset(
+            {"embedding", "index", "index_select", "take", "gather", "_embedding_bag"}
+        ),
+    ),
+}
+
+
+class ForbiddenUse(Exception):  # noqa: N818  (reported to the learner by name)
+    """The learner's function called something its exercise forbids."""
+
+
+class _Watch:
+    """Records (and refuses) forbidden calls at both PyTorch levels."""
+
+    def __init__(self, keys: Sequence[str]):
+        unknown = set(keys) - set(FORBIDDEN)
+        if unknown:
+            raise ValueError(
+                f"forbidden: expected keys among {sorted(FORBIDDEN)}, got {sorted(unknown)}"
+            )
+        self.functions = {n: k for k in keys for n in FORBIDDEN[k][1]}
+        self.ops = {n: k for k in keys for n in FORBIDDEN[k][2]}
+        self.hits: list[str] = []
+
+    def hit(self, key: str):
+        if key not in self.hits:
+            self.hits.append(key)
+        return ForbiddenUse(f"this exercise asks you not to use {FORBIDDEN[key][0]}")
+
+    def modes(self):
+        watch = self
+
+        class Functions(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                key = watch.functions.get(getattr(func, "__name__", ""))
+                if key is not None:
+                    raise watch.hit(key)
+                return func(*args, **(kwargs or {}))
+
+        class Operators(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                key = watch.ops.get(func.overloadpacket.__name__)
+                if key is not None:
+                    raise watch.hit(key)
+                return func(*args, **(kwargs or {}))
+
+        return Functions(), Operators()
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _from_course(obj: object) -> bool:
+    """True for the course package, its modules, and anything defined in them."""
+    try:
+        if isinstance(obj, types.ModuleType):
+            name = obj.__name__
+        else:
+            name = getattr(obj, "__module__", None) or type(obj).__module__
+    except Exception:
+        return False
+    return isinstance(name, str) and name.split(".")[0] == COURSE_PACKAGE
+
+
+def uses_course_package(function: Callable) -> list[str]:
+    """The global names through which ``function`` reaches the course package.
+
+    Follows the learner's own helper functions (those defined in the same
+    namespace). ``tc`` counts even where it is not defined (in the sandbox).
+    """
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def visit(fn: Callable) -> None:
+        code = getattr(fn, "__code__", None)
+        if code is None or id(fn) in seen:
+            return
+        seen.add(id(fn))
+        namespace = getattr(fn, "__globals__", {})
+        for name in sorted(_code_names(code)):
+            if name in (COURSE_PACKAGE, "tc") and name not in namespace:
+                found.append(name)
+                continue
+            if name not in namespace:
+                continue
+            obj = namespace[name]
+            if _from_course(obj):
+                found.append(name)
+            elif getattr(obj, "__globals__", None) is namespace:
+                visit(obj)
+
+    visit(function)
+    return sorted(set(found))
+
+
+# --- plain values ---------------------------------------------------------------------
+
+
+class _TooLarge(Exception):  # noqa: N818
+    pass
+
+
+def to_plain(value: Any, limits: dict | None = None) -> Any:
+    """A value made of plain tensors, numbers, strings, lists, tuples and dicts.
+
+    Tensor subclasses become plain tensors (detached, on the CPU), number and
+    string subclasses their plain type; other objects become a description string
+    such as ``"<ndarray>"``, which the judges reject with a hint. Raises
+    ``_TooLarge`` past the :data:`LIMITS` (checked before anything is copied).
+    """
+    limits = {**LIMITS, **(limits or {})}
+    budget = {"elements": limits["elements"], "items": limits["items"]}
+
+    def spend(kind: str, amount: int, what: str) -> None:
+        budget[kind] -= amount
+        if budget[kind] < 0:
+            raise _TooLarge(
+                f"{what}: more than the {limits[kind]:,} {kind} a result may hold"
+            )
+
+    def plain(v: Any, depth: int) -> Any:
+        if depth > limits["depth"]:
+            raise _TooLarge(f"a value nested more than {limits['depth']} levels deep")
+        if v is None or type(v) in (bool, int, float, str):
+            if isinstance(v, str) and len(v) > limits["string"]:
+                raise _TooLarge(f"a string of {len(v):,} characters")
+            return v
+        if isinstance(v, torch.Tensor):
+            spend("elements", v.numel(), f"a tensor of shape {tuple(v.shape)}")
+            t = v.as_subclass(torch.Tensor) if type(v) is not torch.Tensor else v
+            t = t.detach()
+            if t.layout != torch.strided:
+                t = t.to_dense()
+            return t.cpu().clone()
+        for kind in (bool, int, float):
+            if isinstance(v, kind):
+                return kind(v)
+        if isinstance(v, str):
+            return plain(str.__str__(v), depth)
+        if isinstance(v, list | tuple | dict):
+            spend("items", len(v), f"a {type(v).__name__} of {len(v):,} items")
+        if isinstance(v, list | tuple):
+            items = [plain(x, depth + 1) for x in v]
+            return items if isinstance(v, list) else tuple(items)
+        if isinstance(v, dict):
+            return {_plain_key(k): plain(x, depth + 1) for k, x in list(dict.items(v))}
+        return f"<{type(v).__name__}>"
+
+    return plain(value, 0)
+
+
+def _plain_key(key: Any) -> Any:
+    if key is None or type(key) in (bool, int, float, str):
+        return key
+    if isinstance(key, tuple) and all(type(k) in (bool, int, float, str) for k in key):
+        return key
+    return f"<{type(key).__name__}>"
+
+
+# --- calling ------------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return False
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.is_floating_point() or a.is_complex():
+            return bool(((a == b) | (a.isnan() & b.isnan())).all())
+        return bool(torch.equal(a, b))
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)
+            and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
+        return math.isnan(b)
+    return bool(a == b)
+
+
+def _outcome(value=None, error=None, message="", mutated=()) -> dict:
+    return {
+        "value": value,
+        "error": error,
+        "message": str(message)[:500],
+        "mutated": list(mutated),
+    }
+
+
+def call_cases(
+    function: Callable,
+    cases: Sequence[tuple],
+    forbidden: Sequence[str] = (),
+    limits: dict | None = None,
+) -> list[dict]:
+    """Call ``function(*case)`` for every case; one outcome dict per case.
+
+    An outcome has ``value`` (plain data, see :func:`to_plain`), ``error`` (the
+    exception's class name, or ``"ForbiddenUse"``, ``"CoursePackageUsed"``,
+    ``"ResultTooLarge"``), ``message`` and ``mutated`` (indices of the arguments
+    the call changed in place). Inputs are deep-copied before every call.
+    """
+    course = uses_course_package(function)
+    if course:
+        message = (
+            f"your solution uses the course package ({', '.join(course)}), which holds "
+            "the answers and is hidden when grading: write it with torch only"
+        )
+        return [_outcome(error="CoursePackageUsed", message=message) for _ in cases]
+    watch = _Watch(forbidden)
+    outcomes = []
+    for case in cases:
+        pristine = copy.deepcopy(tuple(case))
+        args = copy.deepcopy(pristine)
+        watch.hits.clear()
+        try:
+            if forbidden:
+                functions, operators = watch.modes()
+                with functions, operators:
+                    value = function(*args)
+            else:
+                value = function(*args)
+        except NotImplementedError as err:
+            outcomes.append(_outcome(error="NotImplementedError", message=err))
+            continue
+        except Exception as err:  # the learner's bug, reported as a hint
+            if watch.hits:
+                key = watch.hits[0]
+                message = f"this exercise asks you not to use {FORBIDDEN[key][0]}"
+                outcomes.append(_outcome(error="ForbiddenUse", message=message))
+            else:
+                outcomes.append(_outcome(error=type(err).__name__, message=err))
+            continue
+        if watch.hits:  # called, raised, and the learner caught it: still forbidden
+            message = f"this exercise asks you not to use {FORBIDDEN[watch.hits[0]][0]}"
+            outcomes.append(_outcome(error="ForbiddenUse", message=message))
+            continue
+        mutated = [
+            i
+            for i, (a, b) in enumerate(zip(args, pristine, strict=True))
+            if not _same(a, b)
+        ]
+        try:
+            outcomes.append(_outcome(value=to_plain(value, limits), mutated=mutated))
+        except _TooLarge as err:
+            outcomes.append(
+                _outcome(
+                    error="ResultTooLarge",
+                    message=f"your function returned {err}",
+                    mutated=mutated,
+                )
+            )
+    return outcomes
+
+
+# --- the sandbox's script -------------------------------------------------------------
+
+
+class _BlockCoursePackage:
+    """A meta-path finder that refuses the course package (a second barrier)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == COURSE_PACKAGE:
+            raise ModuleNotFoundError(
+                f"No module named {COURSE_PACKAGE!r} (hidden while grading)"
+            )
+        return None
+
+
+def _shell():
+    """An IPython shell (magics and all, as in a kernel), else plain ``exec``."""
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+    except ImportError:  # pragma: no cover - IPython comes with Jupyter
+        namespace: dict = {"__name__": "__main__"}
+
+        def run(source: str):
+            try:
+                exec(compile(source, "<cell>", "exec"), namespace)
+            except BaseException as err:
+                return f"{type(err).__name__}: {err}"
+            return None
+
+        return namespace, run
+
+    shell = InteractiveShell.instance()
+
+    def run(source: str):
+        result = shell.run_cell(source, store_history=False, silent=True)
+        error = result.error_before_exec or result.error_in_exec
+        if error is None:
+            return None
+        return f"{type(error).__name__}: {error}"
+
+    return shell.user_ns, run
+
+
+def _set_limits(limits: dict[str, int]) -> None:
+    """Lower this process's resource limits (soft and hard) before learner code runs."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return
+    for name, value in limits.items():
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one job: ``python runner.py JOB.json`` (inside the grader's sandbox).
+
+    The job names the preamble, the learner's cells, the function, the forbidden
+    functions and the files: the cases (read with ``weights_only=True``), the
+    progress file (one line per stage, read by the grader for its deadlines) and
+    the outcomes file written at the end.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    _set_limits(job.get("rlimits", {}))
+    sys.meta_path.insert(0, _BlockCoursePackage())
+    progress = open(job["progress"], "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+    namespace, run = _shell()
+    progress.write("preamble\n")
+    preamble_error = run(job["preamble"])
+    errors = []
+    for index, source in job["cells"]:
+        progress.write(f"cell {index}\n")
+        error = run(source)
+        if error is not None:
+            errors.append([index, error[:300]])
+    progress.write("call\n")
+    function = namespace.get(job["function"])
+    result = {
+        "preamble_error": preamble_error,
+        "defined": callable(function),
+        "errors": errors,
+        "outcomes": [],
+    }
+    if callable(function):
+        for cases in torch.load(job["cases"], weights_only=True):
+            result["outcomes"].append(
+                call_cases(function, cases, job["forbidden"], job.get("limits"))
+            )
+    torch.save(result, job["outcomes"])
+    progress.write("done\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

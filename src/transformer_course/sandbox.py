@@ -1,0 +1,390 @@
+"""A sandbox for graded code: bubblewrap on Linux, and what is left without it.
+
+Used by the grader (:mod:`transformer_course.grade`). Each job (one exercise of
+one submission) runs :mod:`transformer_course.exercises.runner` as a script in a
+fresh process:
+
+* **with bubblewrap** (``bwrap``; Debian/Ubuntu package ``bubblewrap``): its own
+  PID namespace, so every process it starts dies with it; no network; a root
+  made only of read-only system folders and the Python environment, with the
+  course package (the answer key) and everything else (home, the course folder,
+  other submissions) absent; a private ``/tmp``; one writable scratch folder;
+* **without** (``unsafe=True``, the grader's ``--unsafe``): the same runner in
+  a plain process. The grader becomes a child subreaper (Linux), so processes
+  that the submission detaches are re-parented to it and killed after the job;
+  elsewhere only the process group is killed. Nothing hides files or the
+  package: see the README's grading section.
+
+Both ways: limits on address space (memory), file size and CPU time (set by the
+runner before any submitted code runs); a deadline
+per stage (each cell, then the calls), read from the runner's progress file;
+output thrown away; results read back only from the scratch folder, size-checked,
+with ``torch.load(weights_only=True)`` (tensors and plain data only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import torch
+
+__all__ = ["Sandbox", "SandboxResult", "SandboxUnavailable", "bwrap_problem"]
+
+RUNNER = Path(__file__).resolve().parent / "exercises" / "runner.py"
+PACKAGE = Path(__file__).resolve().parent
+INSIDE_RUNNER = "/opt/transformer_course_grader/runner.py"
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
+MAX_RESULT_BYTES = 64 * 2**20
+# Namespaces and privileges: a user namespace with every capability dropped (as
+# root too), so nothing inside can remount, raise its limits or reach the host.
+_ISOLATION = (
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+)
+
+
+class SandboxUnavailable(RuntimeError):  # noqa: N818  (a state, not a bug)
+    """bubblewrap is missing or cannot run here, and unsafe grading was not asked for."""
+
+
+@dataclass
+class SandboxResult:
+    """How a job ended.
+
+    ``status`` is "ok", "timeout", "crashed" or "error"; ``stage`` is the last
+    stage the runner reached ("preamble", ("cell", index), "call", "done");
+    ``output`` is what the runner saved (None unless it finished).
+    """
+
+    status: str
+    detail: str
+    stage: object
+    output: dict | None
+
+
+@cache
+def bwrap_problem() -> str | None:
+    """None when bubblewrap can sandbox here; otherwise why not, in one line."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return (
+            "bubblewrap (bwrap) is not installed (Debian/Ubuntu: "
+            "apt-get install bubblewrap)"
+        )
+    try:
+        probe = subprocess.run(
+            [bwrap, *_ISOLATION, "--ro-bind", "/", "/", "true"],
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"bubblewrap cannot start: {err}"
+    if probe.returncode != 0:
+        reason = probe.stderr.decode(errors="replace").strip().splitlines()
+        return (
+            "bubblewrap cannot create namespaces here "
+            f"({reason[-1] if reason else f'exit status {probe.returncode}'})"
+        )
+    return None
+
+
+def _python_folders() -> list[str]:
+    """The folders the interpreter and its packages live in (read-only inside)."""
+    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages()}
+    user = site.getusersitepackages()
+    if isinstance(user, str) and os.path.isdir(user):
+        folders.add(user)
+    real = {os.path.realpath(f) for f in folders if os.path.isdir(f)}
+    # keep the outermost folders only
+    return sorted(f for f in real if not any(f.startswith(o + os.sep) for o in real))
+
+
+def _become_subreaper() -> bool:
+    """Make this process adopt orphaned descendants (Linux); True on success."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _descendants(root: int) -> set[int]:
+    """Every live descendant of ``root``, from /proc (Linux)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+class Sandbox:
+    """Runs runner jobs; see the module docstring.
+
+    Args:
+        unsafe: run without bubblewrap (refused otherwise when it is missing).
+        memory_bytes: address-space limit of the job (RLIMIT_AS).
+        cpu_seconds: CPU-time limit of the job (RLIMIT_CPU), a backstop to the
+            wall-clock deadlines.
+    """
+
+    def __init__(
+        self,
+        unsafe: bool = False,
+        memory_bytes: int = 4 * 2**30,
+        cpu_seconds: int = 600,
+    ):
+        self.problem = bwrap_problem()
+        if self.problem is not None and not unsafe:
+            raise SandboxUnavailable(
+                f"cannot sandbox graded code: {self.problem}; install it, or pass "
+                "--unsafe to grade without a sandbox (trusted submissions only)"
+            )
+        self.sandboxed = self.problem is None
+        self.memory_bytes = memory_bytes
+        self.cpu_seconds = cpu_seconds
+        self.reaper = False if self.sandboxed else _become_subreaper()
+
+    @property
+    def description(self) -> str:
+        if self.sandboxed:
+            return "bubblewrap sandbox"
+        how = "child subreaper" if self.reaper else "process group only"
+        return f"UNSAFE: no sandbox ({self.problem}); {how}"
+
+    def _environment(self, scratch: Path) -> dict[str, str]:
+        return {
+            "PATH": os.pathsep.join(
+                [str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
+            ),
+            "HOME": str(scratch),
+            "TMPDIR": "/tmp" if self.sandboxed else str(scratch),
+            "LANG": "C.UTF-8",
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": str(scratch / ".matplotlib"),
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "TQDM_DISABLE": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+        }
+
+    def _command(self, scratch: Path, job: Path) -> list[str]:
+        python = [sys.executable, "-I", "-B"]
+        if not self.sandboxed:
+            runner = scratch / "runner.py"
+            shutil.copyfile(RUNNER, runner)
+            return [*python, str(runner), str(job)]
+        command = [shutil.which("bwrap") or "bwrap", *_ISOLATION, "--tmpfs", "/"]
+        for folder in SYSTEM_FOLDERS:
+            if os.path.islink(folder):
+                command += ["--symlink", os.readlink(folder), folder]
+            elif os.path.isdir(folder):
+                command += ["--ro-bind", folder, folder]
+        for folder in _python_folders():
+            command += ["--ro-bind", folder, folder]
+        # the course package (the answer key) must not be there, even when it is
+        # installed inside a folder bound above
+        if any(str(PACKAGE).startswith(f + os.sep) for f in _python_folders()):
+            command += ["--tmpfs", str(PACKAGE)]
+        command += [
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            str(scratch),
+            str(scratch),
+            "--ro-bind",
+            str(RUNNER),
+            INSIDE_RUNNER,
+            "--remount-ro",
+            "/",
+            "--chdir",
+            str(scratch),
+            "--clearenv",
+        ]
+        for name, value in self._environment(scratch).items():
+            command += ["--setenv", name, value]
+        return [*command, "--", *python, INSIDE_RUNNER, str(job)]
+
+    def run(self, job: dict, cases: list, timeout: float) -> SandboxResult:
+        """Run one job: ``job`` has preamble, cells [(index, source)], function,
+        forbidden; ``cases`` is one list of argument tuples per check.
+        ``timeout`` is the deadline of each stage, in seconds."""
+        scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+        try:
+            return self._run(scratch, job, cases, timeout)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run(self, scratch: Path, job: dict, cases: list, timeout: float):
+        files = {
+            "cases": scratch / "cases.pt",
+            "progress": scratch / "progress.txt",
+            "outcomes": scratch / "outcomes.pt",
+        }
+        torch.save(cases, files["cases"])
+        files["progress"].touch()
+        job_path = scratch / "job.json"
+        rlimits = {
+            "AS": self.memory_bytes,
+            "FSIZE": MAX_RESULT_BYTES,
+            "CPU": self.cpu_seconds,
+            "CORE": 0,
+        }
+        job_path.write_text(
+            json.dumps(
+                {**job, **{k: str(v) for k, v in files.items()}, "rlimits": rlimits}
+            ),
+            encoding="utf-8",
+        )
+        before = _descendants(os.getpid()) if self.reaper else set()
+        process = subprocess.Popen(
+            self._command(scratch, job_path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=self._environment(scratch),
+            cwd=scratch,
+            start_new_session=True,
+        )
+        stage, started = "start", time.monotonic()
+        # the whole job may not take longer than a deadline per stage it can reach
+        hard_stop = started + timeout * (len(job["cells"]) + 3) + 60
+        status, detail = "ok", ""
+        try:
+            while process.poll() is None:
+                time.sleep(0.02)
+                now = time.monotonic()
+                latest = _last_line(files["progress"])
+                if latest != stage:
+                    stage, started = latest, now
+                # the preamble imports torch: give it at least a minute
+                allowed = (
+                    max(timeout, 60) if stage in ("start", "preamble") else timeout
+                )
+                if now - started > allowed or now > hard_stop:
+                    status = "timeout"
+                    detail = f"{_describe(stage)} ran for more than {allowed:g} s"
+                    break
+        finally:
+            self._stop(process, before)
+        stage = _last_line(files["progress"])
+        if status == "timeout":
+            return SandboxResult(status, detail, _parse_stage(stage), None)
+        if stage != "done" or process.returncode != 0:
+            code = process.returncode
+            why = (
+                f"signal {-code}" if code is not None and code < 0 else f"status {code}"
+            )
+            return SandboxResult(
+                "crashed",
+                f"the process running your code died in {_describe(stage)} ({why}: "
+                "os._exit, a crash or running out of memory)",
+                _parse_stage(stage),
+                None,
+            )
+        try:
+            size = files["outcomes"].stat().st_size
+            if size > MAX_RESULT_BYTES:
+                raise ValueError(f"{size:,} bytes of results")
+            output = torch.load(files["outcomes"], weights_only=True)
+            if not isinstance(output, dict):
+                raise ValueError(f"expected a dict, got {type(output).__name__}")
+        except Exception as err:
+            return SandboxResult(
+                "error",
+                f"could not read the results: {type(err).__name__}: {err}"[:300],
+                "done",
+                None,
+            )
+        return SandboxResult("ok", "", "done", output)
+
+    def _stop(self, process: subprocess.Popen, before: set[int]) -> None:
+        """Kill the job and everything it started, and reap them."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait()
+        if not self.reaper:
+            return
+        # orphans the job detached were re-parented to us: kill and reap them
+        for _ in range(50):
+            strays = _descendants(os.getpid()) - before
+            if not strays:
+                return
+            for pid in strays:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            for pid in strays:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.02)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 200))
+            lines = handle.read().decode(errors="replace").split("\n")
+    except OSError:
+        return "start"
+    complete = [line for line in lines[:-1] if line]
+    return complete[-1] if complete else "start"
+
+
+def _parse_stage(stage: str) -> object:
+    if stage.startswith("cell "):
+        with contextlib.suppress(ValueError):
+            return ("cell", int(stage.split()[1]))
+    return stage
+
+
+def _describe(stage: str) -> str:
+    parsed = _parse_stage(stage)
+    if isinstance(parsed, tuple):
+        return f"cell {parsed[1] + 1} of the notebook"
+    return {
+        "start": "starting Python",
+        "preamble": "the grader's setup",
+        "call": "calling your function on the checks' inputs",
+    }.get(stage, stage)
