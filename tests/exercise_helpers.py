@@ -13,8 +13,12 @@ STUDENT = ROOT / "exercises" / "01_tokens.ipynb"
 PRELUDE = "import torch\nimport torch.nn.functional as F\n"
 
 
-def read_source():
-    return nbformat.read(SOURCE, as_version=4)
+def source_path(chapter=1):
+    return next((ROOT / "exercises" / "source").glob(f"{chapter:02d}_*.ipynb"))
+
+
+def read_source(chapter=1):
+    return nbformat.read(source_path(chapter), as_version=4)
 
 
 def solution_cells(notebook):
@@ -40,12 +44,12 @@ def without_markers(source):
     )
 
 
-def submission(replacements=None, edit=None):
+def submission(replacements=None, edit=None, chapter=1):
     """A completed student notebook: the reference solutions, with the solution
     cells named in ``replacements`` (grade_id -> new source) swapped in, and
     ``edit(notebook)`` applied last."""
-    notebook = student_version(read_source())
-    reference = solution_cells(read_source())
+    notebook = student_version(read_source(chapter))
+    reference = solution_cells(read_source(chapter))
     for cell in notebook.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in reference:
@@ -55,6 +59,19 @@ def submission(replacements=None, edit=None):
     if edit is not None:
         edit(notebook)
     return copy.deepcopy(notebook)
+
+
+def insert_after(notebook, grade_id, *sources):
+    """Insert new (unlocked, metadata-free) code cells after the cell ``grade_id``,
+    as a learner adding cells does."""
+    index = next(
+        i
+        for i, cell in enumerate(notebook.cells)
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
+    for offset, source in enumerate(sources, start=1):
+        notebook.cells.insert(index + offset, nbformat.v4.new_code_cell(source))
+    return notebook
 
 
 WRONG = {
@@ -76,9 +93,10 @@ WRONG = {
     # left as the stub
     "embed_one_hot": "def embed_one_hot(ids, table):\n    raise NotImplementedError()\n",
 }
+# value checks carry the score (see transformer_course.exercises.core)
 WRONG_SCORES = {
-    "build_char_vocab": 2.0,
-    "merge_pair": 2.25,
+    "build_char_vocab": 0.0,  # its one value check fails
+    "merge_pair": 1.2,  # 2 of 3 value checks: 3 points x 2/5
     "embed_one_hot": 0.0,
     "patchify": 4.0,
 }

@@ -1,10 +1,12 @@
 """transformer_course.attention (chapter 2), against PyTorch's own references."""
 
 import math
+import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 import transformer_course.attention as att
 from transformer_course.shapes import ShapeError
@@ -71,12 +73,140 @@ def test_equals_torch_sdpa_with_additive_mask(shape):
     assert_same_values_and_grads(ours, reference, (q, k, v))
 
 
-@pytest.mark.parametrize("shape", [s for s in SHAPES if s[1] <= s[2]])
-def test_equals_torch_sdpa_causal(shape):
+def torch_causal(n_q, n_k):
+    """torch's bottom-right causal mask, for F.scaled_dot_product_attention."""
+    with warnings.catch_warnings():  # it warns of NaN rows for N_q > N_k (it gives 0)
+        warnings.simplefilter("ignore", UserWarning)
+        return causal_lower_right(n_q, n_k)
+
+
+def torch_causal_as_booleans(n_q, n_k):
+    """torch's bottom-right mask read off through its public API: with q = 0 every
+    allowed key gets the same positive weight, and v = I returns the weights."""
+    q, k = torch.zeros(n_q, 1, dtype=F64), torch.zeros(n_k, 1, dtype=F64)
+    weights = F.scaled_dot_product_attention(
+        q, k, torch.eye(n_k, dtype=F64), attn_mask=torch_causal(n_q, n_k)
+    )  # (N_q, N_k)
+    return weights > 0
+
+
+CAUSAL_SHAPES = [*SHAPES, ((2,), 6, 3, 4, 4)]  # the last: N_q > N_k
+
+
+@pytest.mark.parametrize("shape", CAUSAL_SHAPES)
+def test_equals_torch_sdpa_causal_aligned_bottom_right(shape):
     q, k, v = qkv(*shape, seed=5)
+    n_q, n_k = shape[1], shape[2]
     ours = att.scaled_dot_product_attention(q, k, v, is_causal=True)
-    reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if n_q == n_k:  # torch's own is_causal aligns top-left: right only when square
+        reference = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        reference = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=torch_causal(n_q, n_k)
+        )
     assert_same_values_and_grads(ours, reference, (q, k, v))
+
+
+@pytest.mark.parametrize(("n_q", "n_k"), [(1, 1), (4, 4), (1, 5), (3, 7), (6, 2)])
+def test_causal_mask_is_aligned_bottom_right(n_q, n_k):
+    mask = att.causal_mask(n_q, n_k)
+    if n_q == n_k:
+        expected = torch.ones(n_q, n_q).tril().bool()
+    else:
+        expected = torch_causal_as_booleans(n_q, n_k)
+    torch.testing.assert_close(mask, expected)
+    assert mask[-1].all()  # the newest query sees every key, cached ones included
+
+
+def test_causal_mask_lets_a_new_query_see_every_cached_key():
+    # a KV cache: 5 tokens seen, 2 new ones. New token 0 is position 5: keys 0..5.
+    q, k, v = qkv((), 2, 7, 4, 4, seed=6, grad=False)
+    _, weights = att.scaled_dot_product_attention(
+        q, k, v, is_causal=True, return_weights=True
+    )
+    assert (weights[0, :6] > 0).all()
+    assert weights[0, 6] == 0
+    assert (weights[1] > 0).all()
+    # and equal to attending from the full sequence, then keeping the last 2 rows
+    earlier = torch.randn(5, 4, dtype=F64, generator=torch.Generator().manual_seed(1))
+    full_q = torch.cat([earlier, q])  # (7, 4)
+    full = att.scaled_dot_product_attention(full_q, k, v, is_causal=True)
+    torch.testing.assert_close(
+        att.scaled_dot_product_attention(q, k, v, is_causal=True), full[5:]
+    )
+
+
+def mask_of_kind(kind, shape, seed=7, grad=False):
+    """A random boolean, additive, or additive-with--inf mask (..., N_q, N_k)."""
+    batch, n_q, n_k = shape[0], shape[1], shape[2]
+    g = torch.Generator().manual_seed(seed)
+    allowed = torch.rand(*batch, n_q, n_k, generator=g) > 0.4
+    if kind == "boolean":
+        return allowed
+    bias = torch.randn(*batch, n_q, n_k, dtype=F64, generator=g)
+    bias = bias.masked_fill(~allowed, float("-inf")) if kind == "-inf" else bias
+    return bias.requires_grad_(grad)  # a learned bias (e.g. relative positions)
+
+
+@pytest.mark.parametrize("shape", CAUSAL_SHAPES)
+@pytest.mark.parametrize("kind", ["boolean", "float", "-inf"])
+def test_mask_and_is_causal_combine(shape, kind):
+    q, k, v = qkv(*shape, seed=8)
+    mask = mask_of_kind(kind, shape, grad=kind == "float")
+    causal = att.causal_mask(shape[1], shape[2])  # checked against torch above
+    if kind == "boolean":
+        combined = mask & causal
+    else:
+        combined = mask.masked_fill(~causal, float("-inf"))
+    ours = att.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=True)
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=combined)
+    inputs = (q, k, v, mask) if mask.requires_grad else (q, k, v)
+    assert_same_values_and_grads(ours, reference, inputs)
+
+
+@pytest.mark.parametrize("kind", ["boolean", "-inf", "padding", "causal"])
+def test_fully_masked_rows_give_zeros_like_torch(kind):
+    """A query allowed no key: output 0, weights 0, finite gradients, as torch."""
+    q, k, v = qkv((2, 3), 5, 6, 4, 3, seed=9)
+    if kind == "boolean":
+        mask = torch.ones(5, 6, dtype=torch.bool)
+        mask[1] = False  # query 1 may see nothing
+        empty_rows = (..., 1, slice(None))
+    elif kind == "-inf":
+        mask = torch.zeros(2, 3, 5, 6, dtype=F64)
+        mask[0, 2, 3] = float("-inf")
+        empty_rows = (0, 2, 3)
+    elif kind == "padding":  # every key of batch element 1 is padding
+        mask = torch.ones(2, 1, 1, 6, dtype=torch.bool)
+        mask[1] = False
+        empty_rows = (1,)
+    else:  # only the last key allowed, and causally only queries 4 (and 5) see it
+        mask = torch.zeros(5, 6, dtype=torch.bool)
+        mask[:, -1] = True
+        empty_rows = (..., slice(0, 4), slice(None))
+    ours, weights = att.scaled_dot_product_attention(
+        q, k, v, mask=mask, return_weights=True, is_causal=kind == "causal"
+    )
+    if kind == "causal":
+        mask = mask & att.causal_mask(5, 6)
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert (ours[empty_rows] == 0).all()
+    assert (weights[empty_rows] == 0).all()
+    for grad in torch.autograd.grad(ours.sum(), (q, k, v), retain_graph=True):
+        assert torch.isfinite(grad).all()
+    assert_same_values_and_grads(ours, reference, (q, k, v))
+
+
+def test_masked_softmax_is_softmax_where_a_row_allows_something():
+    x = torch.randn(4, 5, dtype=F64, requires_grad=True)
+    forbid = torch.zeros(4, 5, dtype=F64)
+    forbid[1, 2:] = float("-inf")
+    forbid[3] = float("-inf")
+    ours = att.masked_softmax(x + forbid)
+    torch.testing.assert_close(ours[:3], torch.softmax(x + forbid, -1)[:3])
+    torch.testing.assert_close(ours[3], torch.zeros(5, dtype=F64))
+    assert torch.isnan(att.softmax(x + forbid)[3]).all()  # the plain one: 0/0
+    assert torch.isfinite(torch.autograd.grad(ours.sum(), x)[0]).all()
 
 
 def test_causal_weights_are_zero_above_the_diagonal():
@@ -184,6 +314,11 @@ def test_additive_attention_module_averages_values():
     mask = att.causal_mask(5, 6)
     _, masked = layer(q, k, v, mask=mask)
     assert torch.all(masked[..., ~mask] == 0)
+    mask[2] = False  # query 2 may attend to nothing: zeros, not NaN
+    out, masked = layer(q, k, v, mask=mask)
+    assert torch.all(masked[:, 2] == 0)
+    assert torch.all(out[:, 2] == 0)
+    assert torch.isfinite(out).all()
 
 
 def test_default_scale_is_one_over_sqrt_d():
@@ -193,30 +328,144 @@ def test_default_scale_is_one_over_sqrt_d():
     )
 
 
-def test_clear_errors_for_mismatched_shapes():
-    q, k, v = qkv((2,), 4, 5, 8, 3, grad=False)
-    with pytest.raises(
-        ShapeError,
-        match=r"k: expected shape \(\.\.\., M, d\) with d=8, got \(2, 5, 6\)",
-    ):
-        att.scaled_dot_product_attention(q, k[..., :6], v)
-    with pytest.raises(
-        ShapeError,
-        match=r"v: expected shape \(\.\.\., M, e\) with M=5, got \(2, 4, 3\)",
-    ):
-        att.scaled_dot_product_attention(q, k, v[:, :4])
-    with pytest.raises(
-        ShapeError,
-        match=r"mask: expected a shape broadcastable to .* \(2, 4, 5\), got \(3, 3\)",
-    ):
-        att.scaled_dot_product_attention(
-            q, k, v, mask=torch.ones(3, 3, dtype=torch.bool)
-        )
-    with pytest.raises(ValueError, match="either mask or is_causal"):
-        att.attention_weights(
-            q, k, mask=torch.ones(4, 5, dtype=torch.bool), is_causal=True
-        )
-    with pytest.raises(
-        ShapeError, match=r"x: expected shape \(\.\.\., N, D\) with D=6"
-    ):
-        att.SelfAttention(6, 4, 4)(torch.zeros(2, 3, 5))
+Q, K, V = (torch.zeros(2, 4, 8), torch.zeros(2, 5, 8), torch.zeros(2, 5, 3))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: att.scaled_dot_product_attention(Q, K[..., :6], V),
+            ShapeError,
+            r"k: expected shape \(\.\.\., M, d\) with d=8, got \(2, 5, 6\)",
+        ),
+        (
+            lambda: att.scaled_dot_product_attention(Q, K, V[:, :4]),
+            ShapeError,
+            r"v: expected shape \(\.\.\., M, e\) with M=5, got \(2, 4, 3\)",
+        ),
+        (
+            lambda: att.scaled_dot_product_attention(Q, K, torch.zeros(3, 5, 3)),
+            ShapeError,
+            r"q, k, v: expected batch dimensions that broadcast, got q \(2, 4, 8\), "
+            r"k \(2, 5, 8\) and v \(3, 5, 3\)",
+        ),
+        (
+            lambda: att.attention_weights(Q, torch.zeros(3, 5, 8)),
+            ShapeError,
+            r"q, k: expected batch dimensions that broadcast, got q \(2, 4, 8\) "
+            r"and k \(3, 5, 8\)",
+        ),
+        (
+            lambda: att.attention_weights(Q, K.double()),
+            TypeError,
+            r"q, k: expected the same floating-point dtype, got torch.float32 and "
+            r"torch.float64",
+        ),
+        (
+            lambda: att.SelfAttention(6, 4, 4)(torch.zeros(2, 3, 5)),
+            ShapeError,
+            r"x: expected shape \(\.\.\., N, D\) with D=6, got \(2, 3, 5\)",
+        ),
+    ],
+)
+def test_mismatched_shapes_and_dtypes_name_both(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("mask", "error", "message"),
+    [
+        (
+            torch.ones(3, 3, dtype=torch.bool),
+            ShapeError,
+            r"mask: expected a shape broadcastable to the scores \(\.\.\., N_q, N_k\) "
+            r"= \(2, 4, 5\), got \(3, 3\)",
+        ),
+        (  # would broadcast, but to more batch elements than the scores have
+            torch.ones(7, 2, 4, 5, dtype=torch.bool),
+            ShapeError,
+            r"= \(2, 4, 5\), got \(7, 2, 4, 5\)",
+        ),
+        (
+            torch.ones(4, 5, dtype=torch.int64),
+            TypeError,
+            r"mask: expected dtype torch.bool \(True = may attend\) or a "
+            r"floating-point dtype \(added to the scores\), got torch.int64",
+        ),
+        (
+            [[True] * 5] * 4,
+            TypeError,
+            r"mask: expected a boolean or floating-point torch.Tensor broadcastable "
+            r"to \(\.\.\., N_q, N_k\) = \(2, 4, 5\), got list",
+        ),
+    ],
+    ids=["shape", "too-many-batch-dims", "integer", "list"],
+)
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_bad_masks_are_rejected(mask, error, message, is_causal):
+    with pytest.raises(error, match=message):
+        att.scaled_dot_product_attention(Q, K, V, mask=mask, is_causal=is_causal)
+    layer = att.AdditiveAttention(8, 8, 4)
+    with pytest.raises(error, match=message):
+        layer(Q, K, V, mask=mask)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: att.scaled_dot_product_attention(Q[:, :0], K, V),
+            r"q: expected at least one query \(a sequence of length ≥ 1\), "
+            r"got shape \(2, 0, 8\)",
+        ),
+        (
+            lambda: att.scaled_dot_product_attention(Q, K[:, :0], V[:, :0]),
+            r"k: expected at least one key .*, got shape \(2, 0, 8\)",
+        ),
+        (
+            lambda: att.SelfAttention(8, 4, 4)(torch.zeros(2, 0, 8)),
+            r"x: expected at least one token .*, got shape \(2, 0, 8\)",
+        ),
+        (
+            lambda: att.AdditiveAttention(8, 8, 4)(Q, K[:, :0], V[:, :0]),
+            r"k: expected at least one key .*, got shape \(2, 0, 8\)",
+        ),
+        (lambda: att.causal_mask(0), r"n_queries: expected a positive int, got 0"),
+        (lambda: att.causal_mask(3, 0), r"n_keys: expected a positive int, got 0"),
+    ],
+)
+def test_empty_sequences_are_rejected(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: att.scaled_dot_product_attention([[1.0] * 8] * 4, K, V),
+            r"q: expected a torch.Tensor of shape \(\.\.\. N d\), got list",
+        ),
+        (
+            lambda: att.attention_weights(Q, [[1.0] * 8] * 5),
+            r"k: expected a torch.Tensor of shape \(\.\.\. M d\), got list",
+        ),
+        (
+            lambda: att.scaled_dot_product_attention(Q, K, [[1.0] * 3] * 5),
+            r"v: expected a torch.Tensor of shape \(\.\.\. M e\), got list",
+        ),
+        (
+            lambda: att.softmax([1.0, 2.0]),
+            r"x: expected a torch.Tensor, got list",
+        ),
+        (
+            lambda: att.SelfAttention(8, 4, 4)([[0.0] * 8]),
+            r"x: expected a torch.Tensor of shape \(\.\.\. N D\), got list",
+        ),
+    ],
+)
+def test_lists_where_tensors_are_expected(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()

@@ -82,3 +82,26 @@ def test_vendor_assets_uses_the_cache_and_the_stamp(tmp_path, monkeypatch):
     (vendor / "lib.js").write_bytes(b"changed")
     book_assets.vendor_assets(tmp_path / "v")  # same versions: nothing redone
     assert (vendor / "lib.js").read_bytes() == b"changed"
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    target = tmp_path / "set" / "file.tgz"
+    assert book_assets._store_atomically(b"abc", target)
+    assert target.read_bytes() == b"abc"
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(book_assets.os, "replace", broken_replace)
+    assert not book_assets._store_atomically(b"new contents", target)
+    assert target.read_bytes() == b"abc"  # the old file is intact
+    assert sorted(p.name for p in target.parent.iterdir()) == ["file.tgz"]
+
+
+def test_atomic_write_reports_a_read_only_folder(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(book_assets.tempfile, "mkstemp", refuse)
+    assert not book_assets._store_atomically(b"abc", tmp_path / "file.tgz")
+    assert list(tmp_path.iterdir()) == []

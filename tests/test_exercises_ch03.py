@@ -77,4 +77,4 @@ def test_chapter_three_is_registered():
     ex = chapter(3)
     assert len(ex.exercises) >= 4
     assert len(ex.quizzes) >= 4
-    assert EXERCISES["multihead_forward"].requires == ("split_heads", "merge_heads")
+    assert EXERCISES["multihead_forward"].forbidden == ("scaled_dot_product_attention",)

@@ -73,6 +73,107 @@ def test_equals_torch_with_masks(kind):
     )
 
 
+B, H, N = 3, 4, 6
+
+
+def mask_of_kind(kind):
+    """(mask for our layer, mask's value in torch's terms (B·H, N, N), is_causal).
+
+    torch's ``nn.MultiheadAttention`` wants True = blocked and a 3-D mask, so the
+    reference mask is combined with the causal one by hand, broadcast and flipped.
+    """
+    g = torch.Generator().manual_seed(11)
+    allowed = torch.rand(N, N, generator=g) > 0.4
+    bias = torch.randn(B, 1, N, N, dtype=F64, generator=g).requires_grad_()
+    lower = torch.ones(N, N, dtype=torch.bool).tril()  # plain causal mask, N_q = N_k
+    padding = torch.ones(B, 1, 1, N, dtype=torch.bool)
+    padding[0, ..., 4:] = False
+    padding[2] = False  # a sequence that is all padding: every query sees nothing
+    mask, is_causal, combined = {
+        "none+causal": (None, True, lower),
+        "boolean": (allowed, False, allowed),
+        "boolean+causal": (allowed, True, allowed & lower),
+        "float": (bias, False, bias),
+        "float+causal": (bias, True, torch.where(lower, bias, float("-inf"))),
+        "padding": (padding, False, padding),
+        "padding+causal": (padding, True, padding & lower),
+    }[kind]
+    combined = combined.expand(B, H, N, N).reshape(B * H, N, N)  # (B·H, N, N)
+    return mask, (~combined if combined.dtype == torch.bool else combined), is_causal
+
+
+MASK_KINDS = [
+    "none+causal",
+    "boolean",
+    "boolean+causal",
+    "float",
+    "float+causal",
+    "padding",
+    "padding+causal",
+]
+
+
+@pytest.mark.parametrize("kind", MASK_KINDS)
+def test_both_paths_equal_torch_and_each_other_for_every_mask(kind):
+    ours, reference = pair(16, H)
+    x = torch.randn(B, N, 16, dtype=F64, requires_grad=True)
+    mask, torch_mask, is_causal = mask_of_kind(kind)
+    fast = ours(x, mask=mask, is_causal=is_causal)
+    teaching, weights = ours(x, mask=mask, is_causal=is_causal, need_weights=True)
+    expected, _ = reference(x, x, x, attn_mask=torch_mask, need_weights=False)
+    torch.testing.assert_close(fast, expected)
+    torch.testing.assert_close(teaching, expected)
+    upstream = torch.randn_like(fast)
+    inputs = [x, mask] if kind.startswith("float") else [x]
+    want = grads(expected, [*inputs, reference.in_proj_weight], upstream)
+    for out in (fast, teaching):
+        got = grads(out, [*inputs, ours.qkv_proj.weight], upstream)
+        for g, w in zip(got, want, strict=True):
+            assert torch.isfinite(g).all()
+            torch.testing.assert_close(g, w)
+    if kind.startswith("padding"):  # sequence 2 is all padding: no weights at all
+        torch.testing.assert_close(weights[2], torch.zeros(H, N, N, dtype=F64))
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize(
+    ("mask", "error", "message"),
+    [
+        (
+            torch.ones(5, 5, dtype=torch.bool),
+            tc.ShapeError,
+            r"mask: expected a shape broadcastable to the scores \(\.\.\., N_q, N_k\) "
+            r"= \(3, 4, 6, 6\), got \(5, 5\)",
+        ),
+        (
+            torch.ones(N, N, dtype=torch.int64),
+            TypeError,
+            r"mask: expected dtype torch.bool \(True = may attend\) or a "
+            r"floating-point dtype \(added to the scores\), got torch.int64",
+        ),
+        (
+            torch.ones(N, N, dtype=torch.uint8),
+            TypeError,
+            r"got torch.uint8; use mask.bool\(\) for a 0/1 mask",
+        ),
+        (
+            [[True] * N] * N,
+            TypeError,
+            r"mask: expected a boolean or floating-point torch.Tensor .*, got list",
+        ),
+    ],
+    ids=["shape", "int64", "uint8", "list"],
+)
+def test_both_paths_reject_bad_masks_alike(
+    mask, error, message, is_causal, need_weights
+):
+    ours, _ = pair(16, H)
+    x = torch.randn(B, N, 16, dtype=F64)
+    with pytest.raises(error, match=message):
+        ours(x, mask=mask, is_causal=is_causal, need_weights=need_weights)
+
+
 def test_need_weights_returns_each_heads_weights():
     ours, reference = pair(16, 4)
     x = torch.randn(2, 5, 16, dtype=F64)
@@ -151,16 +252,88 @@ def test_dropout_only_while_training():
     assert not torch.allclose(ours(x), ours(x))
 
 
-def test_errors_name_the_numbers():
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: mh.MultiHeadAttention(10, 4),
+            r"divisible by n_heads: got d_model=10, n_heads=4 "
+            r"\(d_model % n_heads = 2\)",
+        ),
+        (
+            lambda: mh.MultiHeadAttention(12, 0),
+            r"n_heads: expected a positive int, got 0",
+        ),
+        (
+            lambda: mh.MultiHeadAttention(12, -3),
+            r"n_heads: expected a positive int, got -3",
+        ),
+        (
+            lambda: mh.MultiHeadAttention(12, 2.0),
+            r"n_heads: expected a positive int, got 2.0",
+        ),
+        (
+            lambda: mh.MultiHeadAttention(0, 4),
+            r"d_model: expected a positive int, got 0",
+        ),
+        (
+            lambda: mh.MultiHeadAttention(12, 4, dropout=1.5),
+            r"dropout: expected a probability in \[0, 1\], got 1.5",
+        ),
+        (lambda: mh.parameter_count(12, 0), r"n_heads: expected a positive int, got 0"),
+        (lambda: mh.parameter_count(10, 4), r"got d_model=10, n_heads=4"),
+        (lambda: mh.flop_count(12, 0, 5), r"n_heads: expected a positive int, got 0"),
+        (lambda: mh.flop_count(12, 4, -1), r"n_tokens: expected an int ≥ 0, got -1"),
+        (
+            lambda: mh.split_heads(torch.zeros(1, 2, 10), 0),
+            r"n_heads: expected a positive int, got 0",
+        ),
+        (
+            lambda: mh.split_heads(torch.zeros(1, 2, 10), 4),
+            r"x: width 10 is not divisible by n_heads = 4",
+        ),
+    ],
+)
+def test_bad_head_counts_name_the_numbers(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_empty_sequences_are_rejected(need_weights):
     with pytest.raises(
         ValueError,
-        match=r"divisible by n_heads: got d_model=10, n_heads=4 \(d_model % n_heads = 2\)",
+        match=r"x: expected at least one token \(a sequence of length ≥ 1\), "
+        r"got shape \(2, 0, 16\)",
     ):
-        mh.MultiHeadAttention(10, 4)
-    with pytest.raises(
-        tc.ShapeError,
-        match=r"x: expected shape \(B, N, D\) with D=16, got \(2, 5, 12\)",
-    ):
-        mh.MultiHeadAttention(16, 4)(torch.zeros(2, 5, 12))
-    with pytest.raises(ValueError, match="width 10 is not divisible by n_heads = 4"):
-        mh.split_heads(torch.zeros(1, 2, 10), 4)
+        mh.MultiHeadAttention(16, 4)(torch.zeros(2, 0, 16), need_weights=need_weights)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (
+            lambda: mh.MultiHeadAttention(16, 4)(torch.zeros(2, 5, 12)),
+            tc.ShapeError,
+            r"x: expected shape \(B, N, D\) with D=16, got \(2, 5, 12\)",
+        ),
+        (
+            lambda: mh.MultiHeadAttention(4, 2)([[[0.0] * 4]]),
+            TypeError,
+            r"x: expected a torch.Tensor of shape \(B N D\), got list",
+        ),
+        (
+            lambda: mh.split_heads([[[0.0] * 4]], 2),
+            TypeError,
+            r"x: expected a torch.Tensor of shape \(B N D\), got list",
+        ),
+        (
+            lambda: mh.merge_heads(torch.zeros(2, 3, 4)),
+            tc.ShapeError,
+            r"x: expected shape \(B, H, N, d\), got \(2, 3, 4\)",
+        ),
+    ],
+)
+def test_wrong_inputs_name_what_was_expected(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

@@ -1,6 +1,8 @@
-"""nbgrader works on our source notebooks as they are: generate_assignment, then
-autograde one correct and one wrong submission, offline, and read the gradebook."""
+"""Class grading: nbgrader makes the assignment from our source notebooks as they
+are; the course grader (sandboxed) scores the submissions into nbgrader's
+gradebook; nbgrader exports it. Offline."""
 
+import csv
 import os
 import shutil
 import subprocess
@@ -19,6 +21,7 @@ from exercise_helpers import (
 )
 
 from transformer_course.exercises.ch01 import EXERCISES
+from transformer_course.sandbox import bwrap_problem
 
 
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
@@ -44,7 +47,27 @@ def fill(release: Path, target: Path, replacements: dict[str, str]) -> None:
     nbformat.write(notebook, target)
 
 
-def test_generate_assignment_and_autograde(tmp_path, monkeypatch):
+MALLORY = {
+    # one line that, under `nbgrader autograde`, made every check cell return full
+    # marks: the check cells run in the student's own kernel
+    "build_char_vocab": (
+        "try:\n"
+        "    import transformer_course.exercises.widgets as w\n"
+        "    w.check_widget = lambda exercise, function: exercise.points\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "def build_char_vocab(text):\n    return {}\n"
+    ),
+    # the forbidden lookup
+    "embed_one_hot": "def embed_one_hot(ids, table):\n    return table[ids]\n",
+}
+
+
+def test_class_grading_writes_sandboxed_scores_into_the_gradebook(
+    tmp_path, monkeypatch
+):
+    if bwrap_problem() is not None:
+        pytest.skip(f"no sandbox on this machine: {bwrap_problem()}")
     # nbgrader runs `alembic` by name (also inside Gradebook): the environment's bin
     # folder must be on PATH, as for an instructor who activated the environment.
     bin_dir = str(Path(sys.executable).parent)
@@ -66,16 +89,74 @@ def test_generate_assignment_and_autograde(tmp_path, monkeypatch):
 
     fill(release, course / "submitted" / "alice" / "ch01" / SOURCE.name, {})
     fill(release, course / "submitted" / "bob" / "ch01" / SOURCE.name, WRONG)
-    for student in ("alice", "bob"):
-        nbgrader(course, "db", "student", "add", student)
-    nbgrader(course, "autograde", "ch01", "--force")
+    fill(release, course / "submitted" / "mallory" / "ch01" / SOURCE.name, MALLORY)
+    (course / "submitted" / "eve" / "ch01").mkdir(parents=True)  # handed in nothing
+
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_course.gradebook",
+            "ch01",
+            "--csv",
+            "grades.csv",
+        ],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "bubblewrap sandbox" in run.stdout
 
     from nbgrader.api import Gradebook
 
+    maximum = sum(e.points for e in EXERCISES.values())
+    mallory_score = EXERCISES["merge_pair"].points + EXERCISES["patchify"].points
+    expected = {
+        "alice": maximum,
+        "bob": sum(WRONG_SCORES.values()),
+        "mallory": mallory_score,
+        "eve": 0,
+    }
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        alice = gradebook.find_submission("ch01", "alice")
-        bob = gradebook.find_submission("ch01", "bob")
-        maximum = sum(e.points for e in EXERCISES.values())
-        assert alice.max_score == maximum
-        assert alice.score == pytest.approx(maximum)
-        assert bob.score == pytest.approx(sum(WRONG_SCORES.values()))
+        for student, score in expected.items():
+            submission = gradebook.find_submission("ch01", student)
+            assert submission.max_score == maximum
+            assert submission.score == pytest.approx(score), student
+
+    rows = list(csv.DictReader((course / "grades.csv").open()))
+    mallory = {r["exercise"]: r for r in rows if r["student"] == "mallory"}
+    assert mallory["build_char_vocab"]["points"] == "0.0"
+    assert "F.embedding" in mallory["embed_one_hot"]["hint"]
+    assert {r["status"] for r in rows if r["student"] == "eve"} == {"missing file"}
+    feedback = course / "feedback" / "bob" / "ch01" / f"{SOURCE.stem}.grades.txt"
+    assert "sorted order" in feedback.read_text()
+
+    # nbgrader's own export reads the same gradebook
+    nbgrader(course, "export")
+    exported = {
+        r["student_id"]: float(r["raw_score"])
+        for r in csv.DictReader((course / "grades.csv").open())
+    }
+    assert exported == pytest.approx(expected)
+
+
+def test_class_grading_needs_the_assignment_in_the_gradebook(tmp_path):
+    (tmp_path / "submitted" / "alice" / "ch09").mkdir(parents=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_course.gradebook",
+            "ch09",
+            "--course",
+            str(tmp_path),
+            "--unsafe",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2
+    assert "nbgrader generate_assignment ch09" in run.stderr

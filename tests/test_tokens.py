@@ -196,3 +196,41 @@ def test_one_hot_lookup_errors():
         tc.one_hot_lookup(torch.tensor([0, 7]), torch.zeros(7, 2))
     with pytest.raises(TypeError, match="expected an integer tensor"):
         tc.one_hot_lookup(torch.tensor([0.0]), torch.zeros(7, 2))
+
+
+@pytest.mark.parametrize(
+    ("ids", "error", "message"),
+    [
+        ([104, -1], ValueError, r"ids: expected values in 0..259, got \[-1\]"),
+        (
+            [104, 260, 999],
+            ValueError,
+            r"ids: expected values in 0..259, got \[260, 999\]",
+        ),
+        (torch.tensor([-2, 5]), ValueError, r"expected values in 0..259, got \[-2\]"),
+        ([1.0, 2.0], TypeError, r"ids: expected ints, got 1.0"),
+        (torch.tensor([1.0]), TypeError, r"ids: expected ints, got tensor\(\[?1\."),
+        ("abc", TypeError, r"ids: expected an iterable of ints, got str"),
+        (7, TypeError, r"ids: expected an iterable of ints, got int"),
+    ],
+)
+@pytest.mark.parametrize("method", ["token_strings", "decode"])
+def test_bad_ids_are_rejected_not_wrapped_around(ids, error, message, method):
+    small = tc.BPETokenizer.train("to be or not to be " * 4, vocab_size=260)
+    with pytest.raises(error, match=message):
+        getattr(small, method)(ids)
+
+
+def test_token_strings_take_lists_and_tensors():
+    small = tc.BPETokenizer.train("to be or not to be " * 4, vocab_size=260)
+    ids = small.encode("To be")
+    assert small.vocab_size == 260
+    assert "".join(small.token_strings(ids)) == "To be"
+    assert small.token_strings(torch.tensor(ids)) == small.token_strings(ids)
+
+
+def test_one_hot_lookup_wants_a_tensor():
+    with pytest.raises(
+        TypeError, match=r"ids: expected an integer torch.Tensor .*list"
+    ):
+        tc.one_hot_lookup([0, 1], torch.zeros(7, 2))

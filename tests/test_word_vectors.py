@@ -48,7 +48,7 @@ def test_svd_vectors_reconstruct_a_psd_matrix_and_are_deterministic():
     vectors = tc.svd_vectors(matrix, 3)  # (6, 3)
     torch.testing.assert_close(vectors @ vectors.T, matrix)
     torch.testing.assert_close(tc.svd_vectors(matrix, 3), vectors)
-    with pytest.raises(ValueError, match=r"dim: expected 1..6, got 7"):
+    with pytest.raises(ValueError, match=r"dim: expected an int in 1..6, got 7"):
         tc.svd_vectors(matrix, 7)
 
 
@@ -108,3 +108,79 @@ def test_fit_word_vectors_is_the_recipe_in_one_call():
     assert sims[cat, dog] > 0.9
     again = tc.fit_word_vectors(text, vocab_size=50, window=1, dim=4)[1]
     torch.testing.assert_close(again, vectors)
+
+
+VECTORS = torch.tensor([[1.0, 0], [0.9, 0.1], [0, 1], [-1, 0], [0.5, 0.5]])  # (5, 2)
+
+
+@pytest.mark.parametrize(
+    ("k", "index", "error", "message"),
+    [
+        (5, 0, ValueError, r"k: expected an int in 1..4 \(the other rows of vectors "),
+        (9, 0, ValueError, r"in 1..4 \(the other rows of vectors \(5, 2\)\), got 9"),
+        (0, 0, ValueError, r"k: expected an int in 1..4 .*, got 0"),
+        (2, 5, ValueError, r"index: expected an int in 0..4 \(a row of vectors "),
+        (2, -1, ValueError, r"index: expected an int in 0..4 .*\(5, 2\)\), got -1"),
+        (2.0, 0, TypeError, r"k: expected an int, got 2.0"),
+    ],
+)
+def test_nearest_rejects_k_and_index_out_of_range(k, index, error, message):
+    with pytest.raises(error, match=message):
+        tc.nearest(VECTORS, index, k=k)
+
+
+def test_nearest_needs_two_rows_and_a_tensor():
+    with pytest.raises(ValueError, match=r"at least 2 rows .*, got \(1, 2\)"):
+        tc.nearest(VECTORS[:1], 0, k=1)
+    with pytest.raises(TypeError, match=r"vectors: expected a torch.Tensor .*got list"):
+        tc.nearest(VECTORS.tolist(), 0, k=1)
+
+
+@pytest.mark.parametrize(
+    ("ids", "kwargs", "error", "message"),
+    [
+        (
+            torch.tensor([0, 2, -1, 3]),
+            {},
+            ValueError,
+            r"ids: expected word ids in 0..5, got values in -1..3",
+        ),
+        (
+            torch.tensor([0, 6, 2]),
+            {},
+            ValueError,
+            r"ids: expected word ids in 0..5, got values in 0..6",
+        ),
+        (
+            torch.tensor([0.0, 1.0]),
+            {},
+            TypeError,
+            r"ids: expected an integer tensor of word ids, got torch.float32",
+        ),
+        (
+            [0, 1, 2],
+            {},
+            TypeError,
+            r"ids: expected a torch.Tensor of shape \(N\), got list",
+        ),
+        (
+            torch.tensor([[0, 1], [2, 3]]),
+            {},
+            tc.ShapeError,
+            r"ids: expected shape \(N\), got \(2, 2\)",
+        ),
+        (torch.tensor([0, 1]), {"window": 0}, ValueError, r"window: .* ≥ 1, got 0"),
+        (torch.tensor([0, 1]), {"vocab_size": 0}, ValueError, r"vocab_size: .*got 0"),
+    ],
+    ids=["negative", "too-large", "float", "list", "2-D", "window", "vocab_size"],
+)
+def test_cooccurrence_rejects_bad_ids(ids, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        tc.cooccurrence(ids, **{"vocab_size": 6, **kwargs})
+
+
+def test_cooccurrence_takes_any_integer_dtype():
+    ids = torch.tensor([0, 1, 2, 1, 0])
+    expected = tc.cooccurrence(ids, 3)
+    for dtype in (torch.int32, torch.uint8):
+        torch.testing.assert_close(tc.cooccurrence(ids.to(dtype), 3), expected)

@@ -30,7 +30,7 @@ from .attention import (
     scaled_dot_product_attention,
     softmax,
 )
-from .data import Digits, cache_dir, course_corpus, load_digits, load_text
+from .data import Digits, load_digits, load_text
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .notation import average_columns, average_rows, to_columns, to_rows
 from .plotting import attention_heatmap
@@ -82,11 +82,9 @@ __all__ = [
     "attention_weights",
     "average_columns",
     "average_rows",
-    "cache_dir",
     "causal_mask",
     "cooccurrence",
     "cosine_similarity_matrix",
-    "course_corpus",
     "expect_shape",
     "fit_word_vectors",
     "load_digits",

@@ -9,8 +9,16 @@ average the values: ``out = A v`` (lecture notes §9.3; Bishop: X̃ = Softmax(QK
 Turner eq. 2 in columns). ``scale`` defaults to 1/√d.
 
 Masks follow ``torch.nn.functional.scaled_dot_product_attention``: a boolean
-mask is True where a query may attend to a key; a float mask is added to the
-scores (use ``-inf`` to forbid). ``is_causal=True`` lets query n see keys 0..n.
+mask is True where a query may attend to a key; a floating-point mask is added
+to the scores (use ``-inf`` to forbid); any other dtype is an error.
+``is_causal=True`` forbids the keys after each query, aligned bottom-right (see
+:func:`causal_mask`): with N_q = N_k query n sees keys 0..n, and with cached
+keys (N_k > N_q) the last query sees every key. A mask and ``is_causal`` given
+together combine: a key is allowed only if both allow it.
+
+A query that may attend to no key at all (a fully masked row, common with
+padding) gets zero weights and a zero output, with finite gradients, as in
+PyTorch's kernel; the plain formula would give 0/0 = NaN.
 
 The teaching implementations here are explicit (matmul, softmax, mask); tests
 prove they equal PyTorch's fused kernel in float64, outputs and gradients.
@@ -29,8 +37,10 @@ __all__ = [
     "AdditiveAttention",
     "SelfAttention",
     "additive_scores",
+    "attention_mask",
     "attention_weights",
     "causal_mask",
+    "masked_softmax",
     "scaled_dot_product_attention",
     "softmax",
 ]
@@ -42,8 +52,11 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Subtracting the maximum changes nothing mathematically (it cancels between
     numerator and denominator) but keeps ``exp`` from overflowing: ``exp(1000)``
     is ``inf`` in float32 and float64, ``exp(1000 - 1000)`` is 1. A row that is
-    entirely ``-inf`` gives NaN, as ``torch.softmax`` does.
+    entirely ``-inf`` gives NaN, as ``torch.softmax`` does (attention uses
+    :func:`masked_softmax`, which gives zeros there). Any shape.
     """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x: expected a torch.Tensor, got {type(x).__name__}")
     shifted = (
         x - x.amax(dim=dim, keepdim=True).detach()
     )  # the shift's gradient cancels anyway
@@ -51,19 +64,143 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return exps / exps.sum(dim=dim, keepdim=True)
 
 
+def masked_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """:func:`softmax`, except that a row with nothing allowed (all ``-inf``) gives zeros.
+
+    Such a row is a query that may attend to no key, e.g. a padding position.
+    The plain formula gives 0/0 = NaN there, and NaN gradients that spread into
+    every query and key through the matrix products. PyTorch's fused kernel
+    returns zeros with finite gradients, and so does this. Any shape.
+    """
+    row_max = scores.amax(dim=dim, keepdim=True).detach()  # the shift cancels
+    row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)  # exp(-inf - 0) = 0
+    exps = (scores - row_max).exp()
+    total = exps.sum(dim=dim, keepdim=True)  # ≥ 1 (the max gives exp(0)), or 0
+    return exps / total.masked_fill(total == 0, 1.0)  # a fully masked row: 0 / 1
+
+
 def causal_mask(n_queries: int, n_keys: int | None = None, device=None) -> torch.Tensor:
-    """Boolean (N_q, N_k) mask, True on and below the diagonal: query n sees keys 0..n."""
+    """Boolean (N_q, N_k) mask, True where query n may see key m: m ≤ n + N_k − N_q.
+
+    Aligned bottom-right, as ``torch.nn.attention.bias.causal_lower_right``: the
+    N_q queries are the last N_q positions of the N_k keys, so the last query
+    sees every key. With N_q = N_k it is the lower triangle (query n sees keys
+    0..n); with N_k > N_q (keys of earlier tokens kept in a cache) each new query
+    also sees all the cached keys; with N_q > N_k the first N_q − N_k queries see
+    no key. (``F.scaled_dot_product_attention(is_causal=True)`` aligns top-left
+    instead, which agrees only when N_q = N_k.)
+    """
     n_keys = n_queries if n_keys is None else n_keys
-    return torch.ones(n_queries, n_keys, dtype=torch.bool, device=device).tril()
+    for name, size in (("n_queries", n_queries), ("n_keys", n_keys)):
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"{name}: expected a positive int, got {size!r}")
+    allowed = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
+    return allowed.tril(diagonal=n_keys - n_queries)  # (N_q, N_k)
+
+
+def attention_mask(
+    scores_shape: tuple[int, ...],
+    mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor | None:
+    """The one mask attention applies to scores of shape (..., N_q, N_k).
+
+    Checks ``mask`` and combines it with :func:`causal_mask` when ``is_causal``:
+    two boolean masks by logical AND; a floating-point mask gets ``-inf`` above
+    the causal diagonal. Both paths of
+    :class:`~transformer_course.multihead.MultiHeadAttention` call this, so they
+    accept and reject the same masks.
+
+    Args:
+        scores_shape: (..., N_q, N_k), the shape of the scores to mask.
+        mask: None, boolean (True = may attend) or floating point (added to the
+            scores), broadcastable to ``scores_shape``.
+        is_causal: also forbid the keys after each query.
+        dtype: the scores' dtype; a floating-point mask is converted to it.
+        device: where to build the causal mask.
+
+    Returns:
+        None if nothing is masked, else a boolean or ``dtype`` mask broadcastable
+        to ``scores_shape``.
+
+    Raises:
+        TypeError: ``mask`` is not a tensor, or neither boolean nor floating point
+            (an integer mask could mean 0/1 "may attend" or a bias).
+        ShapeError: ``mask`` does not broadcast to ``scores_shape``.
+    """
+    scores_shape = tuple(scores_shape)
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(
+                f"mask: expected a boolean or floating-point torch.Tensor "
+                f"broadcastable to (..., N_q, N_k) = {scores_shape}, "
+                f"got {type(mask).__name__}"
+            )
+        if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+            raise TypeError(
+                f"mask: expected dtype torch.bool (True = may attend) or a "
+                f"floating-point dtype (added to the scores), got {mask.dtype}; "
+                f"use mask.bool() for a 0/1 mask or mask.to(q.dtype) for a bias"
+            )
+        try:
+            fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ShapeError(
+                f"mask: expected a shape broadcastable to the scores "
+                f"(..., N_q, N_k) = {scores_shape}, got {tuple(mask.shape)}"
+            )
+        if mask.dtype != torch.bool:
+            mask = mask.to(dtype)
+    if not is_causal:
+        return mask
+    causal = causal_mask(*scores_shape[-2:], device=device)  # (N_q, N_k)
+    if mask is None:
+        return causal
+    if mask.dtype == torch.bool:
+        return mask & causal  # allowed by both
+    return torch.where(causal, mask, float("-inf"))  # the bias, -inf above
 
 
 def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """A mask as something to add to the scores."""
+    """A checked mask (see :func:`attention_mask`) as something to add to the scores."""
     if mask.dtype == torch.bool:
         return torch.zeros((), dtype=dtype, device=mask.device).masked_fill(
             ~mask, float("-inf")
         )
     return mask.to(dtype)
+
+
+def _expect_tokens(tensor: torch.Tensor, name: str, what: str) -> None:
+    """A ValueError unless ``tensor`` (..., N, width) has at least one token."""
+    if tensor.shape[-2] == 0:
+        raise ValueError(
+            f"{name}: expected at least one {what} (a sequence of length ≥ 1), "
+            f"got shape {tuple(tensor.shape)}"
+        )
+
+
+def _expect_queries_and_keys(q: torch.Tensor, k: torch.Tensor) -> dict[str, int]:
+    """Check q (..., N_q, d) against k (..., N_k, d); return {"N", "M", "d"}."""
+    dims = expect_shape(q, "... N d", "q")
+    dims = expect_shape(k, "... M d", "k", known={"d": dims["d"]})
+    _expect_tokens(q, "q", "query")
+    _expect_tokens(k, "k", "key")
+    if not q.dtype.is_floating_point or q.dtype != k.dtype:
+        raise TypeError(
+            f"q, k: expected the same floating-point dtype, got {q.dtype} and {k.dtype}"
+        )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        raise ShapeError(
+            f"q, k: expected batch dimensions that broadcast, got q "
+            f"{tuple(q.shape)} and k {tuple(k.shape)}"
+        ) from None
+    return dims
 
 
 def attention_weights(
@@ -76,35 +213,25 @@ def attention_weights(
     """``softmax(q kᵀ · scale + mask)``: how much each query takes from each key.
 
     Args:
-        q: (..., N_q, d) queries.
-        k: (..., N_k, d) keys.
-        mask: boolean (True = may attend) or additive, broadcastable to
-            (..., N_q, N_k).
+        q: (..., N_q, d) queries, N_q ≥ 1.
+        k: (..., N_k, d) keys, N_k ≥ 1.
+        mask: boolean (True = may attend) or floating point (added to the
+            scores), broadcastable to (..., N_q, N_k).
         scale: multiplies the scores; default 1/√d.
-        is_causal: apply :func:`causal_mask` (not together with ``mask``).
+        is_causal: forbid the keys after each query (:func:`causal_mask`,
+            aligned bottom-right); combined with ``mask`` if both are given.
 
     Returns:
-        (..., N_q, N_k) weights; each row sums to 1.
+        (..., N_q, N_k) weights; each row sums to 1, except the row of a query
+        allowed no key, which is zero.
     """
-    dims = expect_shape(q, "... N d", "q")
-    dims = expect_shape(k, "... M d", "k", known={"d": dims["d"]})
-    n_q, n_k = q.shape[-2], k.shape[-2]
-    if is_causal and mask is not None:
-        raise ValueError("pass either mask or is_causal=True, not both")
+    dims = _expect_queries_and_keys(q, k)
     scale = 1.0 / math.sqrt(dims["d"]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., N_q, N_k)
-    if is_causal:
-        mask = causal_mask(n_q, n_k, device=q.device)
+    mask = attention_mask(scores.shape, mask, is_causal, scores.dtype, scores.device)
     if mask is not None:
-        try:
-            torch.broadcast_shapes(mask.shape, scores.shape)
-        except RuntimeError:
-            raise ShapeError(
-                f"mask: expected a shape broadcastable to the scores (..., N_q, N_k) = "
-                f"{tuple(scores.shape)}, got {tuple(mask.shape)}"
-            ) from None
         scores = scores + _additive(mask, scores.dtype)
-    return softmax(scores, dim=-1)
+    return masked_softmax(scores, dim=-1)
 
 
 def scaled_dot_product_attention(
@@ -126,10 +253,21 @@ def scaled_dot_product_attention(
     Returns:
         (..., N_q, d_v), and the weights if asked for. Equal to
         ``torch.nn.functional.scaled_dot_product_attention`` with the same
-        arguments (``attn_mask=mask``).
+        arguments (``attn_mask=mask``) where N_q = N_k; for N_q ≠ N_k,
+        ``is_causal`` here matches ``attn_mask=causal_lower_right(N_q, N_k)``
+        there. A query allowed no key outputs zeros.
     """
-    dims = expect_shape(k, "... M d", "k")
+    dims = _expect_queries_and_keys(q, k)
     expect_shape(v, "... M e", "v", M=dims["M"])
+    if v.dtype != q.dtype:
+        raise TypeError(f"v: expected dtype {q.dtype} like q and k, got {v.dtype}")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ShapeError(
+            f"q, k, v: expected batch dimensions that broadcast, got q "
+            f"{tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}"
+        ) from None
     weights = attention_weights(q, k, mask=mask, scale=scale, is_causal=is_causal)
     out = weights @ v  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)
     return (out, weights) if return_weights else out
@@ -168,8 +306,9 @@ def additive_scores(
 class AdditiveAttention(nn.Module):
     """Additive attention: scores from a one-hidden-layer network, then softmax and average.
 
-    ``forward(q, k, v, mask=None)`` returns ``(out, weights)`` with out
-    (..., N_q, d_v) and weights (..., N_q, N_k).
+    ``forward(q, k, v, mask=None)`` takes q (..., N_q, d_query), k (..., N_k,
+    d_key), v (..., N_k, d_v) and a mask as in :func:`attention_weights`; it
+    returns ``(out, weights)`` with out (..., N_q, d_v) and weights (..., N_q, N_k).
     """
 
     def __init__(self, d_query: int, d_key: int, d_hidden: int):
@@ -181,10 +320,14 @@ class AdditiveAttention(nn.Module):
     def forward(self, q, k, v, mask=None):
         scores = additive_scores(
             q, k, self.query_proj.weight, self.key_proj.weight, self.score.weight[0]
-        )
+        )  # (..., N_q, N_k)
+        _expect_tokens(q, "q", "query")
+        _expect_tokens(k, "k", "key")
+        expect_shape(v, "... M e", "v", M=k.shape[-2])
+        mask = attention_mask(scores.shape, mask, dtype=scores.dtype)
         if mask is not None:
             scores = scores + _additive(mask, scores.dtype)
-        weights = softmax(scores, dim=-1)  # (..., N_q, N_k)
+        weights = masked_softmax(scores, dim=-1)  # (..., N_q, N_k)
         return weights @ v, weights
 
 
@@ -211,6 +354,7 @@ class SelfAttention(nn.Module):
     def forward(self, x, mask=None, is_causal=False, need_weights=False):
         """x (..., N, D) -> (..., N, d_v); with ``need_weights`` also (..., N, N)."""
         expect_shape(x, "... N D", "x", D=self.d_model)
+        _expect_tokens(x, "x", "token")
         q, k, v = (
             self.query_proj(x),
             self.key_proj(x),

@@ -26,13 +26,13 @@ import fnmatch
 import hashlib
 import io
 import json
+import os
 import shutil
 import tarfile
+import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-
-from .data import _store_atomically
 
 __all__ = ["ASSETS", "NpmAsset", "vendor_assets"]
 
@@ -113,6 +113,28 @@ def _check_integrity(data: bytes, asset: NpmAsset) -> None:
             f"{asset.package}@{asset.version}: expected {asset.integrity}, got "
             f"{algorithm}-{got}; the tarball was not used"
         )
+
+
+def _store_atomically(data: bytes, path: Path) -> bool:
+    """Write ``data`` to ``path`` via a temporary file and a rename, so that a
+    reader never sees a partial file. Returns False if the folder is not writable."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+        )
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        return False
+    return True
 
 
 def _tarball(asset: NpmAsset, tarballs: Path) -> bytes:

@@ -11,8 +11,9 @@ The module holds one fused QKV projection, reshaped to (B, H, N, d). Its fast
 path calls PyTorch's fused ``scaled_dot_product_attention``; with
 ``need_weights=True`` it takes the teaching path of chapter 2
 (:func:`transformer_course.attention.scaled_dot_product_attention`), which also
-returns the per-head weights. Weights convert to and from
-``torch.nn.MultiheadAttention``.
+returns the per-head weights. Both paths take their mask from
+:func:`transformer_course.attention.attention_mask`, so they accept, combine and
+reject masks alike. Weights convert to and from ``torch.nn.MultiheadAttention``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import attention_weights, scaled_dot_product_attention
+from .attention import (
+    _expect_tokens,
+    attention_mask,
+    attention_weights,
+    scaled_dot_product_attention,
+)
 from .shapes import expect_shape
 
 __all__ = [
@@ -37,9 +43,26 @@ __all__ = [
 ]
 
 
+def _expect_positive_int(value: object, name: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+
+
+def _expect_heads(d_model: int, n_heads: int) -> None:
+    """A ValueError unless D and H are positive ints with D divisible by H."""
+    _expect_positive_int(d_model, "d_model")
+    _expect_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(
+            f"d_model must be divisible by n_heads: got d_model={d_model}, "
+            f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
+        )
+
+
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, N, H·d) -> (B, H, N, d): head h gets features h·d ... (h+1)·d - 1."""
     dims = expect_shape(x, "B N D", "x")
+    _expect_positive_int(n_heads, "n_heads")
     if dims["D"] % n_heads:
         raise ValueError(
             f"x: width {dims['D']} is not divisible by n_heads = {n_heads}"
@@ -71,10 +94,10 @@ class MultiHeadAttention(nn.Module):
         self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0
     ):
         super().__init__()
-        if n_heads < 1 or d_model % n_heads:
+        _expect_heads(d_model, n_heads)
+        if not 0 <= dropout <= 1:
             raise ValueError(
-                f"d_model must be divisible by n_heads: got d_model={d_model}, "
-                f"n_heads={n_heads} (d_model % n_heads = {d_model % max(n_heads, 1)})"
+                f"dropout: expected a probability in [0, 1], got {dropout}"
             )
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
@@ -92,10 +115,14 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """x (B, N, D) -> (B, N, D); with ``need_weights`` also (B, H, N, N).
 
-        ``mask``: boolean, True where a query may attend to a key, or additive;
-        broadcastable to (B, H, N, N), e.g. (N, N) or (B, 1, 1, N) for padding.
+        ``mask``: boolean, True where a query may attend to a key, or additive
+        (floating point); broadcastable to (B, H, N, N), e.g. (N, N) or
+        (B, 1, 1, N) for padding. With ``is_causal`` as well, the two combine
+        (:func:`~transformer_course.attention.attention_mask`). A query allowed
+        no key gets zero weights, so its heads output zeros, on both paths.
         """
         expect_shape(x, "B N D", "x", D=self.d_model)
+        _expect_tokens(x, "x", "token")
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # 3 × (B, N, D)
         q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # 3 × (B, H, N, d)
         if need_weights:  # teaching path: explicit softmax, returns the weights
@@ -105,13 +132,18 @@ class MultiHeadAttention(nn.Module):
             if self.training and self.dropout > 0:
                 weights = F.dropout(weights, self.dropout)
                 heads = weights @ v
-        else:  # fast path: PyTorch's fused kernel
+        else:  # fast path: PyTorch's fused kernel, on the teaching path's mask
+            # torch's is_causal aligns top-left: right only for N_q = N_k, no mask
+            torch_causal = is_causal and mask is None and q.shape[-2] == k.shape[-2]
+            if not torch_causal:
+                scores_shape = (*q.shape[:-1], k.shape[-2])  # (B, H, N_q, N_k)
+                mask = attention_mask(scores_shape, mask, is_causal, q.dtype, q.device)
             heads = F.scaled_dot_product_attention(
                 q,
                 k,
                 v,
-                attn_mask=mask,
-                is_causal=is_causal,
+                attn_mask=None if torch_causal else mask,
+                is_causal=torch_causal,
                 dropout_p=self.dropout if self.training else 0.0,
             )  # (B, H, N, d)
         out = self.out_proj(merge_heads(heads))  # (B, N, D)
@@ -167,10 +199,7 @@ def sum_over_heads(
 
 def parameter_count(d_model: int, n_heads: int, bias: bool = True) -> int:
     """Parameters of :class:`MultiHeadAttention`: 4D² + 4D, independent of H."""
-    if d_model % n_heads:
-        raise ValueError(
-            f"d_model must be divisible by n_heads: got {d_model} and {n_heads}"
-        )
+    _expect_heads(d_model, n_heads)
     return 4 * d_model * d_model + (4 * d_model if bias else 0)
 
 
@@ -184,10 +213,9 @@ def flop_count(d_model: int, n_heads: int, n_tokens: int) -> int:
     V_h = U_h U_{v,h} with K = D/H brings that down to O(D·N²). Softmax and
     biases are ignored.
     """
-    if d_model % n_heads:
-        raise ValueError(
-            f"d_model must be divisible by n_heads: got {d_model} and {n_heads}"
-        )
+    _expect_heads(d_model, n_heads)
+    if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 0:
+        raise ValueError(f"n_tokens: expected an int ≥ 0, got {n_tokens!r}")
     return 8 * n_tokens * d_model * d_model + 4 * n_tokens * n_tokens * d_model
 
 

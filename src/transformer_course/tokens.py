@@ -15,6 +15,7 @@ See book/01_tokens.ipynb.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -36,8 +37,21 @@ __all__ = [
 
 
 def _checked_ids(ids: Iterable[int], vocab_size: int) -> list[int]:
-    """``ids`` as a list, or a ValueError naming the ids outside 0..vocab_size-1."""
-    ids = list(ids)
+    """``ids`` as a list of ints, or an error naming what is wrong with them.
+
+    A TypeError for anything but an iterable of ints (a 1-D integer tensor is
+    fine), a ValueError naming the ids outside 0..vocab_size-1: a negative id
+    must not silently count from the end of the vocabulary.
+    """
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise TypeError(f"ids: expected an iterable of ints, got {type(ids).__name__}")
+    checked = []
+    for i in ids:
+        try:
+            checked.append(operator.index(i))
+        except TypeError:
+            raise TypeError(f"ids: expected ints, got {i!r}") from None
+    ids = checked
     bad = [i for i in ids if not 0 <= i < vocab_size]
     if bad:
         raise ValueError(f"ids: expected values in 0..{vocab_size - 1}, got {bad[:5]}")
@@ -254,6 +268,7 @@ class BPETokenizer:
 
     def token_strings(self, ids: Iterable[int]) -> list[str]:
         """Each token as readable text (bytes that are not valid UTF-8 shown escaped)."""
+        ids = _checked_ids(ids, self.vocab_size)
         return [self.vocab[i].decode("utf-8", errors="backslashreplace") for i in ids]
 
 
@@ -320,8 +335,15 @@ def one_hot_lookup(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         (..., D), equal to ``table[ids]`` (and to ``nn.Embedding``).
     """
     dims = expect_shape(table, "V D", "table")
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(
+            f"ids: expected an integer torch.Tensor of shape (...), "
+            f"got {type(ids).__name__}"
+        )
     if ids.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"ids: expected an integer tensor, got {ids.dtype}")
+        raise TypeError(
+            f"ids: expected an integer tensor (int64 or int32), got {ids.dtype}"
+        )
     if ids.numel() and (ids.min() < 0 or ids.max() >= dims["V"]):
         raise ValueError(
             f"ids: expected values in 0..{dims['V'] - 1}, got {ids.min()}..{ids.max()}"

@@ -11,6 +11,8 @@ See book/01_tokens.ipynb ("Embeddings").
 
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.nn.functional as F
 
@@ -27,6 +29,20 @@ __all__ = [
 ]
 
 
+def _expect_int(
+    value: object, name: str, low: int, high: int | None = None, what: str = ""
+) -> int:
+    """``value`` as an int in low..high, or an error naming the range and the value."""
+    try:
+        value = operator.index(value)  # ints, numpy ints, one-element integer tensors
+    except TypeError:
+        raise TypeError(f"{name}: expected an int, got {value!r}") from None
+    if value < low or (high is not None and value > high):
+        expected = f"an int ≥ {low}" if high is None else f"an int in {low}..{high}"
+        raise ValueError(f"{name}: expected {expected}{what}, got {value}")
+    return value
+
+
 def cooccurrence(ids: torch.Tensor, vocab_size: int, window: int = 2) -> torch.Tensor:
     """Symmetric co-occurrence counts.
 
@@ -40,8 +56,16 @@ def cooccurrence(ids: torch.Tensor, vocab_size: int, window: int = 2) -> torch.T
         with ids[i] == a and ids[j] == b.
     """
     expect_shape(ids, "N", "ids")
-    if window < 1:
-        raise ValueError(f"window: expected a positive int, got {window}")
+    vocab_size = _expect_int(vocab_size, "vocab_size", 1)
+    window = _expect_int(window, "window", 1)
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"ids: expected an integer tensor of word ids, got {ids.dtype}")
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(
+            f"ids: expected word ids in 0..{vocab_size - 1}, "
+            f"got values in {ids.min()}..{ids.max()}"
+        )
+    ids = ids.long()  # index_put_ wants int64 indices
     counts = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
     ones = torch.ones(max(len(ids) - 1, 0), dtype=torch.float64)
     for offset in range(1, window + 1):
@@ -83,8 +107,7 @@ def svd_vectors(matrix: torch.Tensor, dim: int) -> torch.Tensor:
         column's largest entry is positive, which makes the result deterministic.
     """
     dims = expect_shape(matrix, "V V", "matrix")
-    if not 1 <= dim <= dims["V"]:
-        raise ValueError(f"dim: expected 1..{dims['V']}, got {dim}")
+    dim = _expect_int(dim, "dim", 1, dims["V"])
     U, S, _ = torch.linalg.svd(matrix)
     vectors = U[:, :dim] * S[:dim].sqrt()  # (V, D)
     signs = torch.sign(
@@ -101,8 +124,25 @@ def cosine_similarity_matrix(vectors: torch.Tensor) -> torch.Tensor:
 
 
 def nearest(vectors: torch.Tensor, index: int, k: int = 5) -> list[int]:
-    """The ``k`` rows most cosine-similar to row ``index`` (itself excluded)."""
-    expect_shape(vectors, "V D", "vectors")
+    """The ``k`` rows most cosine-similar to row ``index`` (itself excluded).
+
+    Args:
+        vectors: (V, D) word vectors.
+        index: a row, 0..V-1.
+        k: how many neighbours, 1..V-1 (a row is not its own neighbour).
+
+    Returns:
+        k row indices, most similar first.
+    """
+    dims = expect_shape(vectors, "V D", "vectors")
+    V = dims["V"]
+    shape = tuple(vectors.shape)
+    if V < 2:
+        raise ValueError(
+            f"vectors: expected at least 2 rows to find neighbours among, got {shape}"
+        )
+    index = _expect_int(index, "index", 0, V - 1, f" (a row of vectors {shape})")
+    k = _expect_int(k, "k", 1, V - 1, f" (the other rows of vectors {shape})")
     sims = F.cosine_similarity(vectors, vectors[index : index + 1], dim=-1)  # (V,)
     sims[index] = -float("inf")
     return sims.topk(k).indices.tolist()

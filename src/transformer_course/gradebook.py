@@ -1,0 +1,263 @@
+"""Grade a class: ``python -m transformer_course.gradebook ASSIGNMENT``.
+
+The safe way to autograde a class with nbgrader. nbgrader keeps doing what it is
+good at (``generate_assignment``, release, collect, the gradebook, ``export``,
+feedback), but the scores come from the course grader
+(:mod:`transformer_course.grade`), which runs each submission in a sandbox and
+judges the results in its own process. ``nbgrader autograde`` is never needed:
+it would run each student's code unsandboxed, and score it with check cells
+that run inside the student's own kernel.
+
+For every ``<course>/submitted/<student>/<ASSIGNMENT>/<notebook>.ipynb`` of the
+assignment's notebooks (as ``nbgrader generate_assignment`` registered them),
+this command:
+
+* grades the notebook (the chapter comes from its file name);
+* writes each exercise's points into the nbgrader gradebook, as the automatic
+  score of the exercise's check cell (``check_<exercise>``);
+* writes ``<course>/feedback/<student>/<ASSIGNMENT>/<notebook>.grades.txt``
+  (the table with hints), and one CSV row per exercise (``--csv``).
+
+A missing notebook scores 0 ("missing file"). Exit status: 0 when every
+submission was graded, 2 on a setup error (no such assignment in the gradebook,
+no submissions), 3 when no sandbox is available and ``--unsafe`` was not given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .grade import NotebookGrade, grade_notebook
+from .sandbox import Sandbox, SandboxUnavailable
+
+__all__ = ["ClassRow", "grade_class", "main"]
+
+CSV_FIELDS = [
+    "student",
+    "assignment",
+    "notebook",
+    "chapter",
+    "exercise",
+    "points",
+    "max_points",
+    "status",
+    "hint",
+]
+
+
+@dataclass
+class ClassRow:
+    """One exercise of one student's notebook (one CSV row)."""
+
+    student: str
+    assignment: str
+    notebook: str
+    chapter: int | None
+    exercise: str
+    points: float
+    max_points: float
+    status: str
+    hint: str
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+        out.write(text)
+    os.replace(temporary, path)
+
+
+def grade_class(
+    course: Path | str,
+    assignment: str,
+    db_url: str | None = None,
+    students: list[str] | None = None,
+    timeout: float = 30.0,
+    unsafe: bool = False,
+    log=print,
+) -> list[ClassRow]:
+    """Grade every submission of ``assignment`` and record it; see the module doc."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    # nbgrader runs `alembic` by name to set up a gradebook: from this environment
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+    course = Path(course).resolve()
+    db_url = db_url or f"sqlite:///{course / 'gradebook.db'}"
+    submitted = course / "submitted"
+    if students is None:
+        students = sorted(
+            p.name for p in submitted.glob("*") if (p / assignment).is_dir()
+        )
+    if not students:
+        raise ValueError(
+            f"no submissions: expected folders {submitted}/<student>/{assignment}/"
+        )
+    sandbox = Sandbox(unsafe=unsafe)
+    log(f"grading {assignment} for {len(students)} students in: {sandbox.description}")
+    rows: list[ClassRow] = []
+    with Gradebook(db_url) as gradebook:
+        try:
+            notebooks = [
+                nb.name for nb in gradebook.find_assignment(assignment).notebooks
+            ]
+        except MissingEntry:
+            raise ValueError(
+                f"assignment {assignment!r} is not in the gradebook {db_url}: run "
+                f"`nbgrader generate_assignment {assignment}` first"
+            ) from None
+        for student in students:
+            gradebook.update_or_create_student(student)
+            try:
+                gradebook.find_submission(assignment, student)
+            except MissingEntry:
+                gradebook.add_submission(assignment, student)
+            for name in notebooks:
+                path = submitted / student / assignment / f"{name}.ipynb"
+                rows += _grade_one(
+                    gradebook, sandbox, path, student, assignment, name, timeout, log
+                )
+            gradebook.db.commit()
+    return rows
+
+
+def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log):
+    from nbgrader.api import MissingEntry
+
+    course = path.parents[3]
+    if not path.is_file():
+        log(f"{student}: {name}.ipynb is missing")
+        rows = []
+        for cell in gradebook.find_notebook(name, assignment).grade_cells:
+            grade = gradebook.find_grade(cell.name, name, assignment, student)
+            grade.auto_score = 0.0
+            rows.append(
+                ClassRow(
+                    student,
+                    assignment,
+                    name,
+                    None,
+                    cell.name.removeprefix("check_"),
+                    0.0,
+                    cell.max_score,
+                    "missing file",
+                    f"no {name}.ipynb in the submission",
+                )
+            )
+        return rows
+    try:
+        result: NotebookGrade = grade_notebook(path, timeout=timeout, sandbox=sandbox)
+    except (OSError, ValueError) as err:
+        log(f"{student}: could not grade {path.name}: {err}")
+        result = None
+    rows = []
+    if result is None:
+        for cell in gradebook.find_notebook(name, assignment).grade_cells:
+            gradebook.find_grade(cell.name, name, assignment, student).auto_score = 0.0
+            rows.append(
+                ClassRow(
+                    student,
+                    assignment,
+                    name,
+                    None,
+                    cell.name.removeprefix("check_"),
+                    0.0,
+                    cell.max_score,
+                    "unreadable",
+                    "the notebook could not be read",
+                )
+            )
+        return rows
+    for exercise in result.exercises:
+        try:
+            grade = gradebook.find_grade(
+                f"check_{exercise.key}", name, assignment, student
+            )
+        except MissingEntry:
+            log(f"{student}: the gradebook has no cell check_{exercise.key} in {name}")
+        else:
+            grade.auto_score = float(min(exercise.points, grade.max_score))
+        rows.append(
+            ClassRow(
+                student,
+                assignment,
+                name,
+                result.chapter,
+                exercise.key,
+                exercise.points,
+                exercise.max_points,
+                exercise.status,
+                exercise.hint,
+            )
+        )
+    feedback = course / "feedback" / student / assignment / f"{name}.grades.txt"
+    _write_atomically(feedback, result.table() + "\n")
+    log(f"{student}: {name} {result.total:g}/{result.max_total}")
+    return rows
+
+
+def rows_to_csv(rows: list[ClassRow]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({field: getattr(row, field) for field in CSV_FIELDS})
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m transformer_course.gradebook",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("assignment", help="the nbgrader assignment, e.g. ch01")
+    parser.add_argument(
+        "--course", type=Path, default=Path.cwd(), help="the course folder (.)"
+    )
+    parser.add_argument(
+        "--db", help="the gradebook URL (sqlite:///<course>/gradebook.db)"
+    )
+    parser.add_argument("--csv", type=Path, help="also write one row per exercise here")
+    parser.add_argument(
+        "--student", action="append", help="grade only this student (repeatable)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per cell (30)"
+    )
+    parser.add_argument(
+        "--unsafe",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (trusted submissions only)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        rows = grade_class(
+            args.course,
+            args.assignment,
+            args.db,
+            args.student,
+            args.timeout,
+            args.unsafe,
+        )
+    except SandboxUnavailable as err:
+        print(f"refusing to grade: {err}", file=sys.stderr)
+        return 3
+    except (OSError, ValueError) as err:
+        print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
+        return 2
+    if args.csv:
+        _write_atomically(args.csv, rows_to_csv(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""The one execution model (transformer_course.exercises.runner): what the
+notebook's checks and the grader's sandbox both do when they call a learner's
+function."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import transformer_course as tc
+from transformer_course.exercises import runner
+from transformer_course.exercises.runner import (
+    call_cases,
+    to_plain,
+    uses_course_package,
+)
+
+X = torch.randn(2, 3, generator=torch.Generator().manual_seed(0))
+
+
+def one(function, forbidden=(), args=(X,)):
+    (outcome,) = call_cases(function, [args], forbidden)
+    return outcome
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda x: torch.softmax(x, dim=-1),
+        lambda x: x.softmax(-1),
+        lambda x: F.softmax(x, dim=-1),
+        lambda x: torch.nn.Softmax(dim=-1)(x),
+        lambda x: torch.special.softmax(x, -1),
+        lambda x: x.log_softmax(-1).exp(),
+        lambda x: torch.ops.aten._softmax(x, -1, False),
+        lambda x: F.scaled_dot_product_attention(x[None], x[None], x[None])[0],
+    ],
+    ids=["torch", "method", "F", "module", "special", "log_softmax", "aten", "sdpa"],
+)
+def test_forbidden_softmax_is_caught_at_every_level(cheat):
+    assert cheat(X).shape == X.shape  # the cheat works outside the watch
+    outcome = one(cheat, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "torch.softmax" in outcome["message"]
+
+
+def test_a_forbidden_call_that_the_learner_catches_is_still_caught():
+    def sly(x):
+        try:
+            return torch.softmax(x, -1)
+        except Exception:
+            e = (x - x.max(-1, keepdim=True).values).exp()
+            return e / e.sum(-1, keepdim=True)
+
+    assert one(sly, forbidden=("softmax",))["error"] == "ForbiddenUse"
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda q: F.scaled_dot_product_attention(q, q, q),
+        lambda q: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q)[
+            0
+        ],
+    ],
+)
+def test_forbidden_sdpa_is_caught(cheat):
+    q = torch.randn(1, 2, 3, 4)
+    outcome = one(cheat, ("scaled_dot_product_attention",), (q,))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "scaled_dot_product_attention" in outcome["message"]
+
+
+def test_allowed_code_runs_under_the_watch():
+    def honest(x):
+        e = (x - x.max(-1, keepdim=True).values).exp()
+        return e / e.sum(-1, keepdim=True)
+
+    outcome = one(honest, forbidden=("softmax", "scaled_dot_product_attention"))
+    assert outcome["error"] is None
+    torch.testing.assert_close(outcome["value"], torch.softmax(X, -1))
+
+
+def test_embedding_lookups_are_forbidden_but_one_hot_products_are_not():
+    table, ids = torch.randn(5, 3), torch.tensor([0, 4, 4])
+    for cheat in (lambda i, t: t[i], lambda i, t: F.embedding(i, t)):
+        assert one(cheat, ("embedding",), (ids, table))["error"] == "ForbiddenUse"
+    honest = one(
+        lambda i, t: F.one_hot(i, 5).to(t.dtype) @ t, ("embedding",), (ids, table)
+    )
+    torch.testing.assert_close(honest["value"], table[ids])
+
+
+def test_unknown_forbidden_key_is_named():
+    with pytest.raises(ValueError, match=r"expected keys among .* got \['softmaxx'\]"):
+        one(lambda x: x, forbidden=("softmaxx",))
+
+
+# --- the course package -----------------------------------------------------------
+
+
+def _module_level_helper(x):
+    return tc.attention.stable_softmax(x)
+
+
+def test_the_course_package_is_refused_directly_and_through_helpers():
+    assert uses_course_package(lambda x: tc.stable_softmax(x)) == ["tc"]
+    assert uses_course_package(_module_level_helper) == ["tc"]
+
+    def via_helper(x):
+        return _module_level_helper(x)
+
+    assert uses_course_package(via_helper) == ["tc"]
+
+    def imports_it(x):
+        import transformer_course
+
+        return transformer_course.stable_softmax(x)
+
+    assert uses_course_package(imports_it) == ["transformer_course"]
+    outcome = one(via_helper)
+    assert outcome["error"] == "CoursePackageUsed"
+    assert "hidden when grading" in outcome["message"]
+
+
+def test_torch_only_code_is_not_mistaken_for_the_course_package():
+    def honest(x):
+        return torch.tanh(x) + F.relu(x)
+
+    assert uses_course_package(honest) == []
+
+
+# --- inputs and results -----------------------------------------------------------
+
+
+def test_inputs_are_copied_and_changes_reported():
+    ids = [1, 2, 3]
+
+    def edits(values, other):
+        values.append(4)
+        return len(values)
+
+    outcome = one(edits, args=(ids, torch.ones(2)))
+    assert ids == [1, 2, 3]
+    assert outcome["value"] == 4
+    assert outcome["mutated"] == [0]
+
+
+def test_nan_inputs_left_alone_are_not_reported_as_changed():
+    assert one(lambda x: x + 1, args=(torch.tensor([float("nan")]),))["mutated"] == []
+
+
+def test_oversized_results_are_refused_before_they_are_copied():
+    huge = one(lambda x: torch.zeros(1).expand(16_000_000))
+    assert huge["error"] == "ResultTooLarge"
+    assert "16000000" in huge["message"].replace(",", "")
+    assert one(lambda x: list(range(20_000)))["error"] == "ResultTooLarge"
+    assert one(lambda x: "x" * 200_000)["error"] == "ResultTooLarge"
+    deep = []
+    for _ in range(50):
+        deep = [deep]
+    assert one(lambda x: deep)["error"] == "ResultTooLarge"
+
+
+def test_to_plain_keeps_only_plain_data():
+    class Sneaky(int):
+        def __eq__(self, other):
+            return True
+
+    class Odd(torch.Tensor):
+        pass
+
+    value = to_plain(
+        {"a": (1, 2.5, "s", None, [torch.ones(2)]), 3: object(), "n": Sneaky(7)}
+    )
+    assert value["a"][:4] == (1, 2.5, "s", None)
+    assert torch.equal(value["a"][4][0], torch.ones(2))
+    assert value[3] == "<object>"  # keys keep their type; odd values are described
+    assert type(value["n"]) is int
+    assert value["n"] == 7
+    plain = to_plain(torch.ones(2).as_subclass(Odd).requires_grad_())
+    assert type(plain) is torch.Tensor
+    assert not plain.requires_grad
+    assert to_plain(torch.eye(2).to_sparse()).layout == torch.strided
+
+
+def test_limits_are_part_of_the_runner():
+    assert runner.LIMITS["elements"] >= 10_000  # room for every check's results
