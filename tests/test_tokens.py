@@ -32,7 +32,7 @@ def random_strings(count=200, seed=0):
 
 @pytest.fixture(scope="module")
 def bpe():
-    return tc.BPETokenizer.train(tc.course_corpus(), vocab_size=400)
+    return tc.BPETokenizer.train(tc.load_text()[:50_000], vocab_size=400)
 
 
 # --- characters and words ----------------------------------------------------------
@@ -100,7 +100,7 @@ def test_round_trip_on_arbitrary_unicode(bpe):
 
 
 def test_bpe_compresses_and_learns_the_requested_vocabulary(bpe):
-    text = tc.course_corpus()
+    text = tc.load_text()[:50_000]
     assert bpe.vocab_size == 400
     assert len(bpe.merges) == 144
     assert len(bpe.encode(text)) < 0.6 * len(text.encode("utf-8"))
