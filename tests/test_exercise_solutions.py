@@ -52,3 +52,67 @@ def test_stub_is_not_attempted(namespaces, number, key):
     report = core.run_exercise(exercise, namespaces[number][1][exercise.function])
     assert report.status == "not attempted"
     assert report.score == 0
+
+
+# Functions that ignore their inputs (or most of them): right shapes and types,
+# wrong values. They must earn nothing (issue 9).
+DEGENERATE = {
+    (1, "build_char_vocab"): ["def build_char_vocab(text):\n    return {}"],
+    (1, "merge_pair"): ["def merge_pair(ids, pair, new_id):\n    return list(ids)"],
+    (1, "embed_one_hot"): [
+        "def embed_one_hot(ids, table):\n"
+        "    return torch.zeros(*ids.shape, table.shape[1], dtype=table.dtype)"
+    ],
+    (1, "patchify"): [
+        "def patchify(images, p):\n    B, C, H, W = images.shape\n"
+        "    return torch.zeros(B, (H // p) * (W // p), C * p * p)"
+    ],
+    (2, "stable_softmax"): [
+        "def stable_softmax(x):\n    return torch.full_like(x, 1 / x.shape[-1])"
+    ],
+    (2, "attention_weights"): [
+        "def attention_weights(q, k, mask=None):\n"
+        "    return torch.full((*q.shape[:-1], k.shape[-2]), 1 / k.shape[-2])"
+    ],
+    (2, "attention"): [
+        "def attention(q, k, v):\n"
+        "    return v.mean(-2, keepdim=True).expand(*q.shape[:-1], v.shape[-1])",
+        "def attention(q, k, v):\n    return torch.zeros(*q.shape[:-1], v.shape[-1])",
+    ],
+    (2, "additive_score"): [
+        "def additive_score(q, k, W_q, W_k, w):\n    return torch.zeros(k.shape[0])"
+    ],
+    (3, "split_heads"): [
+        "def split_heads(x, h):\n    B, N, D = x.shape\n"
+        "    return torch.zeros(B, h, N, D // h)"
+    ],
+    (3, "merge_heads"): [
+        "def merge_heads(x):\n    B, H, N, d = x.shape\n    return torch.zeros(B, N, H * d)"
+    ],
+    (3, "multihead_forward"): [
+        "def multihead_forward(x, W_qkv, W_o, n_heads):\n    return x",
+        "def multihead_forward(x, W_qkv, W_o, n_heads):\n    return torch.zeros_like(x)",
+    ],
+    (3, "mha_parameter_count"): [
+        "def mha_parameter_count(d_model, n_heads, bias):\n    return 0"
+    ],
+    (3, "heads_from_torch"): [
+        "def heads_from_torch(W, n_heads):\n    D = W.shape[1]\n"
+        "    return torch.zeros(3, n_heads, D // n_heads, D)"
+    ],
+}
+
+
+def test_every_exercise_has_degenerate_answers_in_the_table():
+    assert set(DEGENERATE) == set(CASES)
+
+
+@pytest.mark.parametrize(
+    ("number", "key", "source"),
+    [(n, k, s) for (n, k), sources in DEGENERATE.items() for s in sources],
+)
+def test_a_function_that_ignores_its_inputs_earns_nothing(number, key, source):
+    exercise = chapter(number).exercises[key]
+    report = core.run_exercise(exercise, namespace_from([source])[exercise.function])
+    assert report.status == "failed"
+    assert report.score == 0, report.results

@@ -106,6 +106,36 @@ MISTAKES = [
         "a clear ValueError for sizes that do not divide",
         "ValueError",
     ),
+    (  # checks only the height
+        "patchify",
+        "def patchify(images, p):\n    B, C, H, W = images.shape\n"
+        "    if H % p:\n        raise ValueError(f'{H}x{W} does not divide by {p}')\n"
+        "    return F.unfold(images, p, stride=p).transpose(1, 2)",
+        "a clear ValueError for sizes that do not divide",
+        "got no error",
+    ),
+    (  # ids as text
+        "merge_pair",
+        "def merge_pair(ids, pair, new_id):\n"
+        "    text = ' '.join(map(str, ids)).replace(f'{pair[0]} {pair[1]}', str(new_id))\n"
+        "    return [int(t) for t in text.split()]",
+        "replaces every occurrence",
+        "compare ids as numbers",
+    ),
+    (  # edits the caller's list
+        "merge_pair",
+        "def merge_pair(ids, pair, new_id):\n    i = 0\n    while i + 1 < len(ids):\n"
+        "        if (ids[i], ids[i + 1]) == tuple(pair):\n            ids[i:i + 2] = [new_id]\n"
+        "        i += 1\n    return ids",
+        core.INPUTS_UNCHANGED,
+        "changed its input in place",
+    ),
+    (  # looks the rows up instead of multiplying
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n    return table[ids]",
+        "equals a table lookup, in the table's dtype",
+        "F.embedding",
+    ),
 ]
 
 
@@ -276,3 +306,33 @@ def test_unknown_names_are_clear_errors():
         chapter(1).check("merge", None)
     with pytest.raises(KeyError, match="quiz: expected one of"):
         chapter(1).quiz("nope")
+
+
+def test_quiz_options_are_shuffled_deterministically_per_quiz():
+    from transformer_course.exercises import CHAPTERS
+    from transformer_course.exercises.widgets import MultipleChoice
+
+    positions = []
+    for number in CHAPTERS:
+        for quiz in chapter(number).quizzes.values():
+            if not isinstance(quiz, MultipleChoice):
+                continue
+            shown = quiz.shown()
+            assert shown == quiz.shown()  # the same order on every run
+            assert sorted(shown) == sorted(quiz.options)
+            assert list(quiz.widget().control.options) == shown
+            positions.append(shown.index(quiz.options[quiz.answer]))
+    assert len(positions) >= 9
+    # the right answer is not always in the same place
+    assert len(set(positions)) >= 3
+    assert max(positions.count(p) for p in positions) <= len(positions) // 2
+
+
+def test_numeric_quizzes_start_blank():
+    from transformer_course.exercises import CHAPTERS
+    from transformer_course.exercises.widgets import Numeric
+
+    for number in CHAPTERS:
+        for quiz in chapter(number).quizzes.values():
+            if isinstance(quiz, Numeric):
+                assert quiz.widget().control.value == ""

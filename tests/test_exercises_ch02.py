@@ -20,6 +20,24 @@ MISTAKES = [
         "finite and right for logits of ±1000",
         "Subtract each row's maximum",
     ),
+    (  # one maximum for the whole tensor
+        "stable_softmax",
+        "def stable_softmax(x):\n    e = (x - x.max()).exp()\n    return e / e.sum(-1, keepdim=True)",
+        "finite and right for logits of ±1000",
+        "each row's own maximum",
+    ),
+    (
+        "stable_softmax",
+        "def stable_softmax(x):\n    return x.softmax(-1)",
+        "equals torch.softmax",
+        "not to use torch.softmax",
+    ),
+    (
+        "attention",
+        "def attention(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)",
+        "equals F.scaled_dot_product_attention",
+        "not to use F.scaled_dot_product_attention",
+    ),
     (
         "attention_weights",
         "def attention_weights(q, k, mask=None):\n    return torch.softmax(q @ k.transpose(-2, -1), dim=-1)",

@@ -35,7 +35,6 @@ import re
 import sys
 import tempfile
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -208,72 +207,120 @@ def _outcomes(raw: object, shape: list[int]) -> list:
     return [[outcome_from_dict(o) for o in outcomes] for outcomes in raw]
 
 
-def _grade_exercise(
+def _grade(
     exercise: Exercise,
-    notebook: nbformat.NotebookNode,
-    sandbox: Sandbox,
-    timeout: float,
+    status: str,
+    hint: str,
+    passed: int = 0,
+    points: float = 0.0,
+    checks: int = 0,
 ) -> ExerciseGrade:
-    def grade(
-        status: str, hint: str, passed: int = 0, points: float = 0.0, checks: int = 0
-    ) -> ExerciseGrade:
-        return ExerciseGrade(
-            exercise.key,
-            exercise.title,
-            points,
-            exercise.points,
-            passed,
-            checks or len(exercise.checks) + 1,
-            status,
-            hint,
-        )
+    return ExerciseGrade(
+        exercise.key,
+        exercise.title,
+        points,
+        exercise.points,
+        passed,
+        checks or len(exercise.checks) + 1,  # + "leaves its inputs unchanged"
+        status,
+        hint,
+    )
 
-    cells = learner_cells(notebook, exercise)
-    defining = {i for i, source in cells if _defines(source, exercise.function)}
-    if not defining:
-        return grade("missing", f"no cell defines {exercise.function}()")
-    case_lists = [check.cases() for check in exercise.checks]
-    job = {
-        "preamble": PREAMBLE,
-        "function": exercise.function,
-        "forbidden": list(exercise.forbidden),
-    }
-    left_out: list[str] = []
-    for _ in range(4):
-        job["cells"] = cells
-        result = sandbox.run(job, case_lists, timeout)
-        stage = result.stage
-        if (
-            result.status in ("timeout", "crashed")
-            and isinstance(stage, tuple)
-            and stage[1] not in defining
-        ):
-            left_out.append(f"cell {stage[1] + 1} was left out ({result.status})")
-            cells = [(i, source) for i, source in cells if i != stage[1]]
-            continue
-        break
-    note = f" ({'; '.join(left_out)})" if left_out else ""
+
+def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
+    """An exercise's grade from what its sandboxed job gave."""
+    note = f" ({'; '.join(job['left_out'])})" if job["left_out"] else ""
     if result.status != "ok":
-        return grade(result.status, result.detail + note)
+        return _grade(exercise, result.status, result.detail + note)
     output = result.output
     if output.get("preamble_error"):
-        return grade("error", f"the grader's setup failed: {output['preamble_error']}")
+        return _grade(
+            exercise, "error", f"the grader's setup failed: {output['preamble_error']}"
+        )
     if not output.get("defined"):
-        errors = [e for e in output.get("errors", []) if e and e[0] in defining]
+        errors = [
+            e
+            for e in output.get("errors", [])
+            if isinstance(e, list) and e and e[0] in job["defining"]
+        ]
         raised = f" (the cell raised {errors[-1][1]})" if errors else ""
-        return grade("missing", f"{exercise.function}() is not defined{raised}{note}")
+        return _grade(
+            exercise, "missing", f"{exercise.function}() is not defined{raised}{note}"
+        )
     try:
-        outcomes = _outcomes(output.get("outcomes"), [len(c) for c in case_lists])
+        outcomes = _outcomes(output.get("outcomes"), [len(c) for c in job["cases"]])
     except (ValueError, TypeError, AttributeError) as err:
-        return grade("error", f"could not read the results: {err}")
-    report = report_from_outcomes(exercise, case_lists, outcomes)
-    return grade(
+        return _grade(exercise, "error", f"could not read the results: {err}")
+    report = report_from_outcomes(exercise, job["cases"], outcomes)
+    return _grade(
+        exercise,
         report.status,
         (report.first_hint + note).strip(),
         report.passed_count,
         report.score,
-        len(report.results) or len(exercise.checks) + 1,
+        len(report.results),
     )
+
+
+def _grade_exercises(
+    exercises: list[Exercise],
+    notebook: nbformat.NotebookNode,
+    sandbox: Sandbox,
+    timeout: float,
+) -> list[ExerciseGrade]:
+    """Grade exercises in one sandbox; see the module docstring."""
+    final: dict[str, ExerciseGrade] = {}
+    pending: dict[str, dict] = {}
+    for exercise in exercises:
+        cells = learner_cells(notebook, exercise)
+        defining = {i for i, source in cells if _defines(source, exercise.function)}
+        if not defining:
+            final[exercise.key] = _grade(
+                exercise, "missing", f"no cell defines {exercise.function}()"
+            )
+            continue
+        pending[exercise.key] = {
+            "exercise": exercise,
+            "cells": cells,
+            "defining": defining,
+            "left_out": [],
+            "cases": [check.cases() for check in exercise.checks],
+        }
+    for _ in range(4):  # a round more for each cell left out (or a dead sandbox)
+        if not pending:
+            break
+        keys = list(pending)
+        jobs = [
+            {
+                "cells": pending[k]["cells"],
+                "function": pending[k]["exercise"].function,
+                "forbidden": pending[k]["exercise"].forbidden,
+                "cases": pending[k]["cases"],
+            }
+            for k in keys
+        ]
+        for key, result in zip(keys, sandbox.run(jobs, timeout, PREAMBLE), strict=True):
+            job = pending[key]
+            if result is None:  # never started: the sandbox died before it
+                continue
+            stage = result.stage
+            if (
+                result.status in ("timeout", "crashed")
+                and isinstance(stage, tuple)
+                and stage[1] not in job["defining"]
+            ):  # another cell is at fault: leave it out and grade again
+                job["left_out"].append(
+                    f"cell {stage[1] + 1} was left out ({result.status})"
+                )
+                job["cells"] = [(i, src) for i, src in job["cells"] if i != stage[1]]
+                continue
+            final[key] = _verdict(job["exercise"], job, result)
+            del pending[key]
+    for key, job in pending.items():
+        final[key] = _grade(
+            job["exercise"], "crashed", "could not be graded: the sandbox kept dying"
+        )
+    return [final[e.key] for e in exercises]
 
 
 def _chapter_of(
@@ -319,7 +366,6 @@ def grade_notebook(
     only: Sequence[str] | None = None,
     sandbox: Sandbox | None = None,
     unsafe: bool = False,
-    jobs: int = 2,
 ) -> NotebookGrade:
     """Grade one submitted notebook; see the module docstring.
 
@@ -337,15 +383,7 @@ def grade_notebook(
         )
     sandbox = sandbox or Sandbox(unsafe=unsafe)
     exercises = [e for k, e in module.EXERCISES.items() if only is None or k in only]
-    # Two exercises at a time in sandboxes; one at a time without (the clean-up
-    # after an unsandboxed job kills every process it did not know before).
-    workers = min(jobs, len(exercises)) if sandbox.sandboxed else 1
-    with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-        grades = list(
-            pool.map(
-                lambda e: _grade_exercise(e, notebook, sandbox, timeout), exercises
-            )
-        )
+    grades = _grade_exercises(exercises, notebook, sandbox, timeout)
     return NotebookGrade(
         path.name, number, grades, reason, warnings, sandbox.description
     )

@@ -24,16 +24,20 @@ with ``torch.load(weights_only=True)`` (tensors and plain data only).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
+import io
 import json
 import os
+import queue
 import shutil
 import signal
 import site
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from functools import cache
@@ -48,6 +52,7 @@ PACKAGE = Path(__file__).resolve().parent
 INSIDE_RUNNER = "/opt/transformer_course_grader/runner.py"
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 MAX_RESULT_BYTES = 64 * 2**20
+STARTUP_SECONDS = 120  # starting Python and importing torch, on a busy machine
 # Namespaces and privileges: a user namespace with every capability dropped (as
 # root too), so nothing inside can remount, raise its limits or reach the host.
 _ISOLATION = (
@@ -203,12 +208,12 @@ class Sandbox:
             "PYTHONHASHSEED": "0",
         }
 
-    def _command(self, scratch: Path, job: Path) -> list[str]:
+    def _command(self, scratch: Path, plan: Path) -> list[str]:
         python = [sys.executable, "-I", "-B"]
         if not self.sandboxed:
             runner = scratch / "runner.py"
             shutil.copyfile(RUNNER, runner)
-            return [*python, str(runner), str(job)]
+            return [*python, str(runner), str(plan)]
         command = [shutil.which("bwrap") or "bwrap", *_ISOLATION, "--tmpfs", "/"]
         for folder in SYSTEM_FOLDERS:
             if os.path.islink(folder):
@@ -242,103 +247,141 @@ class Sandbox:
         ]
         for name, value in self._environment(scratch).items():
             command += ["--setenv", name, value]
-        return [*command, "--", *python, INSIDE_RUNNER, str(job)]
+        return [*command, "--", *python, INSIDE_RUNNER, str(plan)]
 
-    def run(self, job: dict, cases: list, timeout: float) -> SandboxResult:
-        """Run one job: ``job`` has preamble, cells [(index, source)], function,
-        forbidden; ``cases`` is one list of argument tuples per check.
-        ``timeout`` is the deadline of each stage, in seconds."""
+    def run(
+        self, jobs: list[dict], timeout: float, preamble: str = ""
+    ) -> list[SandboxResult | None]:
+        """Run jobs, one after the other, in one sandbox; one result per job.
+
+        Each job has ``cells`` [(index, source)], ``function``, ``forbidden`` and
+        ``cases`` (one list of argument tuples per check). ``timeout`` is the
+        deadline of each stage (the preamble, each cell, the calls), in seconds.
+        ``preamble`` is code every job runs before the learner's cells.
+        A job gets None when it never started: the sandbox died before it (a
+        job that kills the sandbox's own process); run it again.
+        """
         scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         try:
-            return self._run(scratch, job, cases, timeout)
+            return self._run(scratch, jobs, timeout, preamble)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _run(self, scratch: Path, job: dict, cases: list, timeout: float):
-        files = {
-            "cases": scratch / "cases.pt",
-            "progress": scratch / "progress.txt",
-            "outcomes": scratch / "outcomes.pt",
+    def _plan(self, scratch: Path, jobs: list[dict], timeout: float, preamble: str):
+        entries = []
+        for number, job in enumerate(jobs):
+            cases_path = scratch / f"cases{number}.pt"
+            torch.save(job["cases"], cases_path)
+            entries.append(
+                {
+                    "cells": job["cells"],
+                    "function": job["function"],
+                    "forbidden": list(job.get("forbidden", ())),
+                    "cases": str(cases_path),
+                }
+            )
+        plan = {
+            "preamble": preamble,
+            "jobs": entries,
+            "timeout": timeout,
+            "scratch": str(scratch),
+            "max_result_bytes": MAX_RESULT_BYTES,
+            "warm": ["numpy", "matplotlib.pyplot", "IPython.core.interactiveshell"],
+            "rlimits": {
+                "AS": self.memory_bytes,
+                "FSIZE": MAX_RESULT_BYTES,
+                "CPU": self.cpu_seconds,
+                "CORE": 0,
+            },
         }
-        torch.save(cases, files["cases"])
-        files["progress"].touch()
-        job_path = scratch / "job.json"
-        rlimits = {
-            "AS": self.memory_bytes,
-            "FSIZE": MAX_RESULT_BYTES,
-            "CPU": self.cpu_seconds,
-            "CORE": 0,
-        }
-        job_path.write_text(
-            json.dumps(
-                {**job, **{k: str(v) for k, v in files.items()}, "rlimits": rlimits}
-            ),
-            encoding="utf-8",
-        )
+        path = scratch / "plan.json"
+        path.write_text(json.dumps(plan), encoding="utf-8")
+        return path
+
+    def _run(self, scratch: Path, jobs: list[dict], timeout: float, preamble: str):
+        plan = self._plan(scratch, jobs, timeout, preamble)
         before = _descendants(os.getpid()) if self.reaper else set()
         process = subprocess.Popen(
-            self._command(scratch, job_path),
+            self._command(scratch, plan),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=self._environment(scratch),
             cwd=scratch,
             start_new_session=True,
         )
-        stage, started = "start", time.monotonic()
-        # the whole job may not take longer than a deadline per stage it can reach
-        hard_stop = started + timeout * (len(job["cells"]) + 3) + 60
-        status, detail = "ok", ""
+        messages: queue.Queue = queue.Queue()
+
+        def read() -> None:
+            for line in process.stdout:
+                messages.put(line)
+            messages.put(None)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        # starting Python and torch, then every stage of every job, plus slack
+        stages = sum(len(job["cells"]) + 2 for job in jobs)
+        deadline = time.monotonic() + STARTUP_SECONDS + timeout * stages + 5 * len(jobs)
+        results: list[SandboxResult | None] = [None] * len(jobs)
+        running: int | None = None
+        finished = False
         try:
-            while process.poll() is None:
-                time.sleep(0.02)
-                now = time.monotonic()
-                latest = _last_line(files["progress"])
-                if latest != stage:
-                    stage, started = latest, now
-                # the preamble imports torch: give it at least a minute
-                allowed = (
-                    max(timeout, 60) if stage in ("start", "preamble") else timeout
-                )
-                if now - started > allowed or now > hard_stop:
-                    status = "timeout"
-                    detail = f"{_describe(stage)} ran for more than {allowed:g} s"
+            while not finished:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     break
+                try:
+                    line = messages.get(timeout=min(remaining, 0.5))
+                except queue.Empty:
+                    continue
+                if line is None:
+                    finished = True
+                    break
+                running = self._receive(line, results, running)
         finally:
             self._stop(process, before)
-        stage = _last_line(files["progress"])
-        if status == "timeout":
-            return SandboxResult(status, detail, _parse_stage(stage), None)
-        if stage != "done" or process.returncode != 0:
-            code = process.returncode
+            reader.join(timeout=5)
+        if running is not None and results[running] is None:
             why = (
-                f"signal {-code}" if code is not None and code < 0 else f"status {code}"
+                "the sandbox ran out of time"
+                if not finished
+                else "the sandbox's own process was killed"
             )
-            return SandboxResult(
-                "crashed",
-                f"the process running your code died in {_describe(stage)} ({why}: "
-                "os._exit, a crash or running out of memory)",
-                _parse_stage(stage),
-                None,
-            )
+            results[running] = SandboxResult("crashed", why, "start", None)
+        return results
+
+    def _receive(self, line: bytes, results: list, running: int | None) -> int | None:
         try:
-            size = files["outcomes"].stat().st_size
-            if size > MAX_RESULT_BYTES:
-                raise ValueError(f"{size:,} bytes of results")
-            output = torch.load(files["outcomes"], weights_only=True)
-            if not isinstance(output, dict):
-                raise ValueError(f"expected a dict, got {type(output).__name__}")
-        except Exception as err:
-            return SandboxResult(
-                "error",
-                f"could not read the results: {type(err).__name__}: {err}"[:300],
-                "done",
-                None,
-            )
-        return SandboxResult("ok", "", "done", output)
+            message = json.loads(line)
+            number = int(message["job"])
+        except (ValueError, KeyError, TypeError):
+            return running
+        if not 0 <= number < len(results):
+            return running
+        if message.get("event") == "start":
+            return number
+        output, status = None, message.get("status", "error")
+        detail = str(message.get("detail", ""))[:300]
+        if status == "ok":
+            try:
+                blob = base64.b64decode(message["outcomes"])
+                if len(blob) > MAX_RESULT_BYTES:
+                    raise ValueError(f"{len(blob):,} bytes of results")
+                output = torch.load(io.BytesIO(blob), weights_only=True)
+                if not isinstance(output, dict):
+                    raise ValueError(f"expected a dict, got {type(output).__name__}")
+            except Exception as err:
+                status = "error"
+                detail = f"could not read the results: {type(err).__name__}: {err}"
+                output = None
+        stage = _parse_stage(str(message.get("stage", "")))
+        if status in ("timeout", "crashed"):
+            detail = f"{_describe(stage)}: {detail}"
+        results[number] = SandboxResult(status, detail[:300], stage, output)
+        return None
 
     def _stop(self, process: subprocess.Popen, before: set[int]) -> None:
-        """Kill the job and everything it started, and reap them."""
+        """Kill the sandbox and everything in it, and reap them."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -346,7 +389,7 @@ class Sandbox:
         process.wait()
         if not self.reaper:
             return
-        # orphans the job detached were re-parented to us: kill and reap them
+        # without a sandbox, orphans re-parented to us: kill and reap them
         for _ in range(50):
             strays = _descendants(os.getpid()) - before
             if not strays:
@@ -360,18 +403,6 @@ class Sandbox:
             time.sleep(0.02)
 
 
-def _last_line(path: Path) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 200))
-            lines = handle.read().decode(errors="replace").split("\n")
-    except OSError:
-        return "start"
-    complete = [line for line in lines[:-1] if line]
-    return complete[-1] if complete else "start"
-
-
 def _parse_stage(stage: str) -> object:
     if stage.startswith("cell "):
         with contextlib.suppress(ValueError):
@@ -379,12 +410,11 @@ def _parse_stage(stage: str) -> object:
     return stage
 
 
-def _describe(stage: str) -> str:
-    parsed = _parse_stage(stage)
-    if isinstance(parsed, tuple):
-        return f"cell {parsed[1] + 1} of the notebook"
+def _describe(stage: object) -> str:
+    if isinstance(stage, tuple):
+        return f"cell {stage[1] + 1} of the notebook"
     return {
-        "start": "starting Python",
+        "start": "starting",
         "preamble": "the grader's setup",
         "call": "calling your function on the checks' inputs",
-    }.get(stage, stage)
+    }.get(stage, str(stage))

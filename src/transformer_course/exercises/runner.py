@@ -19,11 +19,17 @@ as a script (:func:`main`), see :mod:`transformer_course.grade`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
+import importlib
 import json
 import math
+import os
+import shutil
+import signal
 import sys
+import time
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -38,6 +44,7 @@ __all__ = [
     "LIMITS",
     "ForbiddenUse",
     "call_cases",
+    "last_line",
     "main",
     "to_plain",
     "uses_course_package",
@@ -344,7 +351,14 @@ def call_cases(
     return outcomes
 
 
-# --- the sandbox's script -------------------------------------------------------------
+# --- the sandbox's script: a fork server ------------------------------------------
+#
+# The grader starts this file once per notebook, inside its sandbox. It imports
+# torch once (about 2 s), then runs each job (one exercise) in a forked child:
+# the child runs the preamble and the learner's cells and calls the function;
+# the parent, which never runs learner code, enforces the deadline of each stage,
+# kills everything the child started, and reports to the grader on a pipe that
+# the children cannot reach.
 
 
 class _BlockCoursePackage:
@@ -359,22 +373,28 @@ class _BlockCoursePackage:
 
 
 def _shell():
-    """An IPython shell (magics and all, as in a kernel), else plain ``exec``."""
+    """An IPython shell (magics and all, as in a kernel), else plain ``exec``.
+
+    Returns (namespace, run): ``run(source)`` gives None or "ErrorName: message".
+    """
     try:
         from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
     except ImportError:  # pragma: no cover - IPython comes with Jupyter
         namespace: dict = {"__name__": "__main__"}
 
-        def run(source: str):
+        def run_plain(source: str):
             try:
                 exec(compile(source, "<cell>", "exec"), namespace)
             except BaseException as err:
                 return f"{type(err).__name__}: {err}"
             return None
 
-        return namespace, run
+        return namespace, run_plain
 
-    shell = InteractiveShell.instance()
+    config = Config()
+    config.HistoryManager.enabled = False  # no history thread, no sqlite file
+    shell = InteractiveShell.instance(config=config)
 
     def run(source: str):
         result = shell.run_cell(source, store_history=False, silent=True)
@@ -397,22 +417,90 @@ def _set_limits(limits: dict[str, int]) -> None:
             resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one job: ``python runner.py JOB.json`` (inside the grader's sandbox).
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
 
-    The job names the preamble, the learner's cells, the function, the forbidden
-    functions and the files: the cases (read with ``weights_only=True``), the
-    progress file (one line per stage, read by the grader for its deadlines) and
-    the outcomes file written at the end.
-    """
-    argv = sys.argv[1:] if argv is None else argv
-    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    _set_limits(job.get("rlimits", {}))
-    sys.meta_path.insert(0, _BlockCoursePackage())
-    progress = open(job["progress"], "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _descendants(root: int) -> set[int]:
+    """Every live descendant of ``root`` (Linux /proc; empty elsewhere)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _kill_all_below(root: int, child: int | None = None) -> None:
+    """Kill and reap every descendant of ``root`` (orphans included: we are
+    their subreaper), and ``child``'s process group."""
+    if child is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(child, signal.SIGKILL)
+    for _ in range(100):
+        strays = _descendants(root)
+        if child is not None:
+            strays.add(child)
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        # reap whatever has died (our children, adopted or not)
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if pid == 0:
+                break
+            if pid == child:
+                child = None
+        if not _descendants(root) and child is None:
+            return
+        time.sleep(0.01)
+
+
+def last_line(path: Path) -> str:
+    """The last complete line of a progress file ("start" when there is none)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 200))
+            lines = handle.read().decode(errors="replace").split("\n")
+    except OSError:
+        return "start"
+    complete = [line for line in lines[:-1] if line]
+    return complete[-1] if complete else "start"
+
+
+def _child(plan: dict, job: dict, cases: list, work: Path) -> int:
+    """In the forked child: the preamble, the learner's cells, the calls."""
+    os.chdir(work)
+    progress = (work / "progress.txt").open("a", buffering=1, encoding="utf-8")
     namespace, run = _shell()
     progress.write("preamble\n")
-    preamble_error = run(job["preamble"])
+    preamble_error = run(plan["preamble"])
     errors = []
     for index, source in job["cells"]:
         progress.write(f"cell {index}\n")
@@ -428,13 +516,98 @@ def main(argv: list[str] | None = None) -> int:
         "outcomes": [],
     }
     if callable(function):
-        for cases in torch.load(job["cases"], weights_only=True):
+        for check_cases in cases:
             result["outcomes"].append(
-                call_cases(function, cases, job["forbidden"], job.get("limits"))
+                call_cases(function, check_cases, job["forbidden"], plan.get("limits"))
             )
-    torch.save(result, job["outcomes"])
+    torch.save(result, work / "outcomes.pt")
     progress.write("done\n")
     return 0
+
+
+def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) -> dict:
+    """Fork a child for one job, watch its deadlines, clean up after it."""
+    work = Path(plan["scratch"]) / f"job{number}"
+    work.mkdir()
+    progress = work / "progress.txt"
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 70
+        try:
+            os.close(report_fd)
+            os.setpgid(0, 0)
+            code = _child(plan, job, cases, work)
+        finally:
+            os._exit(code)
+    stage, started = "start", time.monotonic()
+    status, detail, code = None, "", None
+    while code is None:
+        done, wait_status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(wait_status)
+            break
+        latest = last_line(progress)
+        if latest != stage:
+            stage, started = latest, time.monotonic()
+        if time.monotonic() - started > plan["timeout"]:
+            status = "timeout"
+            detail = f"ran for more than {plan['timeout']:g} s"
+            break
+        time.sleep(0.005)
+    _kill_all_below(os.getpid(), pid if code is None else None)
+    stage = last_line(progress)
+    if status is None and (stage != "done" or code != 0):
+        status = "crashed"
+        why = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
+        detail = f"the process died ({why}: os._exit, a crash or running out of memory)"
+    outcomes = None
+    if status is None:
+        path = work / "outcomes.pt"
+        try:
+            if path.stat().st_size > plan["max_result_bytes"]:
+                raise ValueError(f"{path.stat().st_size:,} bytes of results")
+            outcomes = base64.b64encode(path.read_bytes()).decode()
+            status = "ok"
+        except (OSError, ValueError) as err:
+            status, detail = "error", f"could not read the results: {err}"
+    shutil.rmtree(work, ignore_errors=True)
+    return {"status": status, "stage": stage, "detail": detail, "outcomes": outcomes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a plan: ``python runner.py PLAN.json`` (inside the grader's sandbox).
+
+    The plan holds the preamble, the jobs (cells, function, forbidden functions,
+    the file of its cases), the stage deadline, resource limits and the scratch
+    folder. One JSON line per job start and end goes to stdout, the grader's pipe.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    plan = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    _set_limits(plan.get("rlimits", {}))
+    _prctl(4, 0)  # PR_SET_DUMPABLE: children may not open our pipe via /proc
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: detached grandchildren come back to us
+    sys.meta_path.insert(0, _BlockCoursePackage())
+    # every case is read now, before any learner code runs
+    cases = [torch.load(job["cases"], weights_only=True) for job in plan["jobs"]]
+    report_fd = os.dup(1)
+    report = os.fdopen(report_fd, "w", buffering=1, encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # children inherit these: their output goes nowhere
+        os.dup2(devnull, fd)
+    for module in plan.get("warm", ()):  # imported once, shared by every child
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+    # the first call under the watch sets up torch's mode machinery (about 1 s):
+    # once here rather than in every child
+    call_cases(
+        lambda x: (x @ x.T).exp().sum(-1), [(torch.ones(2, 2),)], list(FORBIDDEN)
+    )
+    for number, job in enumerate(plan["jobs"]):
+        print(json.dumps({"job": number, "event": "start"}), file=report)
+        result = _run_job(plan, number, job, cases[number], report_fd)
+        print(json.dumps({"job": number, "event": "end", **result}), file=report)
+    report.flush()
+    os._exit(0)  # skips the interpreter's slow shutdown (torch): nothing is left to do
 
 
 if __name__ == "__main__":

@@ -1,0 +1,207 @@
+"""The grader's sandbox: nothing a submission starts outlives its grading, nothing
+outside its scratch folder is visible or writable, a hostile cell costs only its own
+exercise (issue 9)."""
+
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+from exercise_helpers import (
+    read_source,
+    solution_cells,
+    source_path,
+    submission,
+    without_markers,
+)
+
+import transformer_course
+from transformer_course.exercises.ch01 import EXERCISES
+from transformer_course.grade import grade_notebook, main
+from transformer_course.sandbox import bwrap_problem
+
+MAX = sum(e.points for e in EXERCISES.values())
+PACKAGE = Path(transformer_course.__file__).resolve().parent
+SOURCE_NOTEBOOK = source_path(1)
+
+needs_bwrap = pytest.mark.skipif(
+    bwrap_problem() is not None,
+    reason=f"no sandbox on this machine: {bwrap_problem()}",
+)
+
+
+def write(tmp_path, notebook, name="01_tokens.ipynb"):
+    path = tmp_path / name
+    nbformat.write(notebook, path)
+    return path
+
+
+def by_key(result):
+    return {e.key: e for e in result.exercises}
+
+
+def reference(key, chapter=1):
+    return without_markers(solution_cells(read_source(chapter))[key])
+
+
+# --- the sandbox: nothing outlives grading, nothing outside scratch is touched -------
+
+ESCAPE = """
+import os, subprocess, sys
+subprocess.Popen([sys.executable, "-c", '''
+import os, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+time.sleep(2)
+for target in {targets!r}:
+    try:
+        with open(target, "a") as handle:
+            handle.write("hacked")
+    except OSError:
+        pass
+# {marker}
+'''], start_new_session=True)
+"""
+
+
+def alive(marker):
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "unsafe", [pytest.param(False, marks=needs_bwrap), True], ids=["bwrap", "unsafe"]
+)
+def test_a_detached_process_dies_with_its_grading(tmp_path, unsafe):
+    grade_file = tmp_path / "grade.json"
+    probe = PACKAGE / f"_probe_{uuid.uuid4().hex}.txt"
+    marker = uuid.uuid4().hex
+    attack = ESCAPE.format(targets=[str(grade_file), str(probe)], marker=marker)
+    notebook = submission({"build_char_vocab": attack + reference("build_char_vocab")})
+    path = write(tmp_path, notebook)
+    args = [str(path), "--json", str(grade_file)] + (["--unsafe"] if unsafe else [])
+    try:
+        assert main(args) == 0
+        written = grade_file.read_text()
+        assert not alive(marker)
+        time.sleep(3)  # the detached process would have written by now
+        assert grade_file.read_text() == written
+        assert json.loads(written)["total"] == MAX
+        assert not probe.exists()
+    finally:
+        probe.unlink(missing_ok=True)
+
+
+HIDDEN = """
+import os, pathlib, socket
+seen = [p for p in {paths!r} if os.path.exists(p)]
+for p in {writes!r}:
+    try:
+        pathlib.Path(p).write_text("hacked")
+        seen.append(p)
+    except OSError:
+        pass
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=1).close()
+    seen.append("network")
+except OSError:
+    pass
+try:
+    import transformer_course
+    seen.append("import")
+except ImportError:
+    pass
+def build_char_vocab(text):
+    if seen:
+        raise RuntimeError("saw " + repr(seen))
+    return {{c: i for i, c in enumerate(sorted(set(text)))}}
+"""
+
+
+@needs_bwrap
+def test_the_sandbox_hides_the_answer_key_and_protects_files(tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    grade_file = tmp_path / "grade.json"
+    grade_file.write_text("{}")
+    probe = PACKAGE / f"_probe_{uuid.uuid4().hex}.txt"
+    source = HIDDEN.format(
+        paths=[
+            str(SOURCE_NOTEBOOK),  # the solutions
+            str(PACKAGE / "exercises" / "ch01.py"),  # the checks' references
+            str(tmp_path),  # the submission's own folder (other submissions)
+        ],
+        writes=[str(grade_file), str(probe), str(Path(sys.prefix) / "probe.txt")],
+        port=port,
+    )
+    try:
+        path = write(tmp_path, submission({"build_char_vocab": source}))
+        (grade,) = grade_notebook(path, only=["build_char_vocab"]).exercises
+    finally:
+        listener.close()
+    assert grade.status == "passed", grade.hint
+    assert grade_file.read_text() == "{}"
+    assert not probe.exists()
+    assert not (Path(sys.prefix) / "probe.txt").exists()
+
+
+@needs_bwrap
+def test_a_hostile_submission_costs_only_its_own_exercises(tmp_path):
+    hostile = {
+        # exits before defining the function
+        "build_char_vocab": "import sys\nsys.exit('bye')\ndef build_char_vocab(text):\n    return {}\n",
+        # loops forever (and is above every later exercise)
+        "merge_pair": "while True:\n    pass\n",
+        # kills its process when called
+        "embed_one_hot": "import os\ndef embed_one_hot(ids, table):\n    os._exit(3)\n",
+    }
+
+    def edit(notebook):
+        for cell in notebook.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+            if grade_id == "patchify":
+                cell.source = (
+                    "import os, sys\nfor _ in range(50):\n    print('x' * 200_000)\n"
+                    "    sys.stderr.write('y' * 200_000)\nos.write(1, b'z' * 1_000_000)\n"
+                    + cell.source
+                )
+            if grade_id.startswith("check_"):
+                cell.source = "pass  # the learner deleted the check"
+
+    result = grade_notebook(write(tmp_path, submission(hostile, edit)), timeout=2)
+    grades = by_key(result)
+    assert grades["build_char_vocab"].status == "missing"
+    assert "SystemExit" in grades["build_char_vocab"].hint
+    assert grades["merge_pair"].status == "missing"  # the loop defines nothing
+    assert grades["embed_one_hot"].status == "crashed"
+    # the looping cell was left out, and patchify graded despite the flood
+    assert grades["patchify"].status == "passed", grades["patchify"].hint
+    assert "was left out" in grades["patchify"].hint
+    assert result.total == EXERCISES["patchify"].points
+
+
+@needs_bwrap
+def test_memory_is_limited(tmp_path):
+    # 6 GiB would be granted lazily on this machine without the sandbox's limit
+    source = (
+        "try:\n    hog = bytearray(6 * 2**30)\nexcept MemoryError:\n    hog = None\n"
+        "def build_char_vocab(text):\n"
+        "    if hog is not None:\n        raise RuntimeError('no memory limit')\n"
+        "    return {c: i for i, c in enumerate(sorted(set(text)))}\n"
+    )
+    path = write(tmp_path, submission({"build_char_vocab": source}))
+    (grade,) = grade_notebook(path, only=["build_char_vocab"]).exercises
+    assert grade.status == "passed", grade.hint
