@@ -85,7 +85,12 @@ def alive(marker):
 @pytest.mark.parametrize(
     "unsafe", [pytest.param(False, marks=needs_bwrap), True], ids=["bwrap", "unsafe"]
 )
-def test_a_detached_process_dies_with_its_grading(tmp_path, unsafe):
+def test_a_detached_process_dies_with_its_grading(
+    tmp_path, unsafe, monkeypatch, capsys
+):
+    if unsafe:  # no bubblewrap on PATH: the grader's unsafe mode, with --unsafe
+        monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+        bwrap_problem.cache_clear()
     grade_file = tmp_path / "grade.json"
     probe = PACKAGE / f"_probe_{uuid.uuid4().hex}.txt"
     marker = uuid.uuid4().hex
@@ -95,6 +100,8 @@ def test_a_detached_process_dies_with_its_grading(tmp_path, unsafe):
     args = [str(path), "--json", str(grade_file)] + (["--unsafe"] if unsafe else [])
     try:
         assert main(args) == 0
+        shown = capsys.readouterr().out
+        assert ("UNSAFE: no sandbox" in shown) == unsafe
         written = grade_file.read_text()
         assert not alive(marker)
         time.sleep(3)  # the detached process would have written by now
@@ -103,6 +110,7 @@ def test_a_detached_process_dies_with_its_grading(tmp_path, unsafe):
         assert not probe.exists()
     finally:
         probe.unlink(missing_ok=True)
+        bwrap_problem.cache_clear()
 
 
 HIDDEN = """
