@@ -19,8 +19,21 @@ def ruff():
 
 
 def test_ruff_check_is_clean():
-    targets = ["src", "tests", "book", "exercises", "conftest.py"]
+    targets = ["src", "tests", "book", "exercises", "benchmarks", "conftest.py"]
     result = subprocess.run(
         [ruff(), "check", *targets], cwd=ROOT, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_is_clean():
+    targets = ["src", "tests", "book", "exercises", "benchmarks", "conftest.py"]
+    result = subprocess.run(
+        [ruff(), "format", "--check", *targets],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, (
+        result.stdout + result.stderr + "\nrun: ruff format " + " ".join(targets)
+    )

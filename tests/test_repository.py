@@ -42,3 +42,41 @@ def test_data_and_build_outputs_are_never_tracked():
         name.startswith(("_build/", "_vendor/", ".venv/")) for name in tracked
     )
     assert not any(name.endswith("input.txt") for name in tracked)
+
+
+# import name -> distribution name, where they differ
+DISTRIBUTIONS = {"sklearn": "scikit-learn", "IPython": "ipython"}
+
+
+def imported_distributions() -> set[str]:
+    """Third-party distributions the package imports (top level or in functions)."""
+    import ast
+    import sys
+
+    found = set()
+    for path in (ROOT / "src" / "transformer_course").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top == "transformer_course":
+                    continue
+                found.add(DISTRIBUTIONS.get(top, top))
+    return found
+
+
+def test_dependencies_are_declared_where_imported_and_nothing_else():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {
+        re.split(r"[<>=!~\[ ]", spec)[0].lower()
+        for spec in project["dependencies"]
+        + [s for extra in project["optional-dependencies"].values() for s in extra]
+    }
+    assert imported_distributions() == declared
