@@ -213,3 +213,38 @@ def test_memory_is_limited(tmp_path):
     path = write(tmp_path, submission({"build_char_vocab": source}))
     (grade,) = grade_notebook(path, only=["build_char_vocab"]).exercises
     assert grade.status == "passed", grade.hint
+
+
+@needs_bwrap
+def test_the_runner_cannot_be_stopped_or_killed_by_a_submission(tmp_path):
+    source = (
+        "import os, signal\n"
+        "for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGTERM):\n"
+        "    try:\n        os.kill(os.getppid(), sig)\n    except OSError:\n        pass\n"
+    ) + reference("build_char_vocab")
+    path = write(tmp_path, submission({"build_char_vocab": source}))
+    result = grade_notebook(path, only=["build_char_vocab", "merge_pair"], timeout=5)
+    assert [e.status for e in result.exercises] == ["passed", "passed"], result.table()
+
+
+@needs_bwrap
+def test_the_writable_space_is_small_and_private(tmp_path):
+    # 64 MiB files until the disk is full: the sandbox's /tmp stops at 512 MiB
+    source = (
+        "import os, tempfile\nwritten = 0\n"
+        "try:\n"
+        "    for i in range(40):\n"
+        "        with open(os.path.join(tempfile.gettempdir(), f'f{i}'), 'wb') as f:\n"
+        "            f.write(bytes(64 * 2**20))\n"
+        "        written += 64 * 2**20\n"
+        "except OSError:\n    pass\n"
+        "for i in range(40):\n"
+        "    if os.path.exists(os.path.join(tempfile.gettempdir(), f'f{i}')):\n"
+        "        os.remove(os.path.join(tempfile.gettempdir(), f'f{i}'))\n"
+        "def build_char_vocab(text):\n"
+        "    if written > 2**30:\n        raise RuntimeError(f'wrote {written} bytes')\n"
+        "    return {c: i for i, c in enumerate(sorted(set(text)))}\n"
+    )
+    path = write(tmp_path, submission({"build_char_vocab": source}))
+    (grade,) = grade_notebook(path, only=["build_char_vocab"]).exercises
+    assert grade.status == "passed", grade.hint

@@ -273,7 +273,13 @@ def _grade_exercises(
     pending: dict[str, dict] = {}
     for exercise in exercises:
         cells = learner_cells(notebook, exercise)
-        defining = {i for i, source in cells if _defines(source, exercise.function)}
+        defining = {
+            i for i, source in cells if _defines(source, exercise.function)
+        } or {  # defined some other way (in a loop, by exec...): any cell naming it
+            i
+            for i, source in cells
+            if re.search(rf"\b{re.escape(exercise.function)}\b", source)
+        }
         if not defining:
             final[exercise.key] = _grade(
                 exercise, "missing", f"no cell defines {exercise.function}()"

@@ -8,7 +8,8 @@ fresh process:
   PID namespace, so every process it starts dies with it; no network; a root
   made only of read-only system folders and the Python environment, with the
   course package (the answer key) and everything else (home, the course folder,
-  other submissions) absent; a private ``/tmp``; one writable scratch folder;
+  other submissions) absent; the only writable place a private, size-limited
+  ``/tmp``;
 * **without** (``unsafe=True``, the grader's ``--unsafe``): the same runner in
   a plain process. The grader becomes a child subreaper (Linux), so processes
   that the submission detaches are re-parented to it and killed after the job;
@@ -53,6 +54,7 @@ INSIDE_RUNNER = "/opt/transformer_course_grader/runner.py"
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 MAX_RESULT_BYTES = 64 * 2**20
 STARTUP_SECONDS = 120  # starting Python and importing torch, on a busy machine
+WORK_BYTES = 512 * 2**20  # the sandbox's private /tmp, where jobs write
 # Namespaces and privileges: a user namespace with every capability dropped (as
 # root too), so nothing inside can remount, raise its limits or reach the host.
 _ISOLATION = (
@@ -191,16 +193,22 @@ class Sandbox:
         how = "child subreaper" if self.reaper else "process group only"
         return f"UNSAFE: no sandbox ({self.problem}); {how}"
 
+    def _work(self, scratch: Path) -> Path:
+        """Where jobs write: a size-limited private tmpfs in the sandbox, the
+        (read-only there) scratch folder otherwise."""
+        return Path("/tmp") if self.sandboxed else scratch
+
     def _environment(self, scratch: Path) -> dict[str, str]:
+        work = self._work(scratch)
         return {
             "PATH": os.pathsep.join(
                 [str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
             ),
-            "HOME": str(scratch),
-            "TMPDIR": "/tmp" if self.sandboxed else str(scratch),
+            "HOME": str(work),
+            "TMPDIR": str(work),
             "LANG": "C.UTF-8",
             "MPLBACKEND": "Agg",
-            "MPLCONFIGDIR": str(scratch / ".matplotlib"),
+            "MPLCONFIGDIR": str(work / ".matplotlib"),
             "OMP_NUM_THREADS": "1",
             "MKL_NUM_THREADS": "1",
             "TQDM_DISABLE": "1",
@@ -214,7 +222,15 @@ class Sandbox:
             runner = scratch / "runner.py"
             shutil.copyfile(RUNNER, runner)
             return [*python, str(runner), str(plan)]
-        command = [shutil.which("bwrap") or "bwrap", *_ISOLATION, "--tmpfs", "/"]
+        # --as-pid-1: the runner is the namespace's init, which its children
+        # cannot kill or stop (the kernel drops those signals to PID 1)
+        command = [
+            shutil.which("bwrap") or "bwrap",
+            *_ISOLATION,
+            "--as-pid-1",
+            "--tmpfs",
+            "/",
+        ]
         for folder in SYSTEM_FOLDERS:
             if os.path.islink(folder):
                 command += ["--symlink", os.readlink(folder), folder]
@@ -231,9 +247,11 @@ class Sandbox:
             "/dev",
             "--proc",
             "/proc",
+            "--size",
+            str(WORK_BYTES),
             "--tmpfs",
             "/tmp",
-            "--bind",
+            "--ro-bind",
             str(scratch),
             str(scratch),
             "--ro-bind",
@@ -284,7 +302,7 @@ class Sandbox:
             "preamble": preamble,
             "jobs": entries,
             "timeout": timeout,
-            "scratch": str(scratch),
+            "work": str(self._work(scratch)),
             "max_result_bytes": MAX_RESULT_BYTES,
             "warm": ["numpy", "matplotlib.pyplot", "IPython.core.interactiveshell"],
             "rlimits": {
@@ -319,9 +337,9 @@ class Sandbox:
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        # starting Python and torch, then every stage of every job, plus slack
-        stages = sum(len(job["cells"]) + 2 for job in jobs)
-        deadline = time.monotonic() + STARTUP_SECONDS + timeout * stages + 5 * len(jobs)
+        # a watchdog, in case the runner itself stops (a job can SIGSTOP it): the
+        # start, then each job, gets the time all its stages may take, plus slack
+        deadline = time.monotonic() + STARTUP_SECONDS
         results: list[SandboxResult | None] = [None] * len(jobs)
         running: int | None = None
         finished = False
@@ -338,6 +356,9 @@ class Sandbox:
                     finished = True
                     break
                 running = self._receive(line, results, running)
+                if running is not None:
+                    stages = len(jobs[running]["cells"]) + 3
+                    deadline = time.monotonic() + timeout * stages
         finally:
             self._stop(process, before)
             reader.join(timeout=5)

@@ -527,8 +527,8 @@ def _child(plan: dict, job: dict, cases: list, work: Path) -> int:
 
 def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) -> dict:
     """Fork a child for one job, watch its deadlines, clean up after it."""
-    work = Path(plan["scratch"]) / f"job{number}"
-    work.mkdir()
+    work = Path(plan["work"]) / f"job{number}"
+    work.mkdir(parents=True)
     progress = work / "progress.txt"
     pid = os.fork()
     if pid == 0:  # the child

@@ -1,0 +1,304 @@
+"""Schematic figures of the attention equations, drawn with matplotlib.
+
+One function per figure. Each returns a new ``Figure`` in which every shape
+carries its name and size as text (the tests read them back with
+:func:`figure_text`):
+
+* :func:`attention_as_average` (chapter 2): Turner's figure 3, ``Y = X A``.
+* :func:`qkv_graph` (chapter 2): x → queries, keys, values → scores → mask →
+  softmax → weights → output, with the shape of every tensor.
+* :func:`multihead_as_sum` (chapter 3): Turner's figure 4,
+  ``Y = Σ_h M_h X A_h`` (the course's M_h is what Turner writes V_h).
+* :func:`split_merge_heads` (chapter 3): (B, N, D) → (B, N, H, d) →
+  (B, H, N, d) and back.
+
+Matrices are drawn as grids of cells so that shapes can be compared by eye. The
+figures are drawn in inches (one data unit = one inch) with fixed font sizes,
+so they read the same whatever the figure defaults are.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
+
+__all__ = [
+    "attention_as_average",
+    "figure_text",
+    "multihead_as_sum",
+    "qkv_graph",
+    "split_merge_heads",
+]
+
+NAME, SHAPE, SIGN = 14, 12, 20  # font sizes (points): names, shapes and notes, = ×
+HEAD_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
+
+
+def figure_text(fig: Figure) -> list[str]:
+    """The texts a reader sees in ``fig``: titles, axis labels and annotations."""
+    found = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        found += [ax.get_title(), *(t.get_text() for t in ax.texts)]
+        if ax.axison:
+            found += [ax.get_xlabel(), ax.get_ylabel()]
+    return [text for text in found if text]
+
+
+def _canvas(width: float, height: float, title: str) -> tuple[Figure, Axes]:
+    """A figure with one frameless axes whose data units are inches."""
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height - 0.5)  # the title takes the top half inch
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=NAME)
+    return fig, ax
+
+
+def _grid(ax: Axes, x, top, rows, cols, cell, colour="white", edge="0.35"):
+    """A rows × cols grid of cells, top-left corner at (x, top); returns (w, h).
+
+    ``colour`` is one colour for every cell or a rows × cols nested list.
+    """
+    for i in range(rows):
+        for j in range(cols):
+            face = colour if isinstance(colour, str) else colour[i][j]
+            corner = (x + j * cell, top - (i + 1) * cell)
+            ax.add_patch(
+                Rectangle(corner, cell, cell, facecolor=face, edgecolor=edge, lw=0.6)
+            )
+    return cols * cell, rows * cell
+
+
+def _outline(ax: Axes, x, top, w, h, colour: str) -> None:
+    ax.add_patch(Rectangle((x, top - h), w, h, fill=False, edgecolor=colour, lw=3))
+
+
+def _label(ax: Axes, x, y, text: str, size: int = SHAPE, **kwargs) -> None:
+    kwargs = {"ha": "center", "va": "center", **kwargs}
+    ax.text(x, y, text, fontsize=size, **kwargs)
+
+
+def _arrow(ax: Axes, start, end, text: str = "") -> None:
+    """An arrow from ``start`` to ``end``, its text just above the middle."""
+    ax.add_patch(
+        FancyArrowPatch(
+            start, end, arrowstyle="-|>", mutation_scale=16, color="0.25", lw=1.5
+        )
+    )
+    if text:
+        middle = ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.08)
+        _label(ax, *middle, text, SHAPE - 1, va="bottom")
+
+
+def _node(ax: Axes, x, y, name: str, shape: str, colour: str) -> None:
+    """A rounded box centred at (x, y), 1.3 × 0.8 inches: a name over a shape."""
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - 0.65, y - 0.4),
+            1.3,
+            0.8,
+            boxstyle="round,pad=0.02,rounding_size=0.12",
+            facecolor=colour,
+            edgecolor="0.3",
+        )
+    )
+    _label(ax, x, y + 0.13, name, NAME)
+    _label(ax, x, y - 0.2, shape, SHAPE - 1)
+
+
+def attention_as_average(d: int = 1, n: int = 3) -> Figure:
+    """Turner's figure 3: ``Y = X A``, one output entry as a row times a column.
+
+    ``Y[d, n]`` (Y is D × N) is row d of ``X`` (D × N: feature d of every
+    token) times column n of ``A`` (N × N, each column sums to 1): a weighted
+    average of feature d over the tokens. ``d`` (< 4) and ``n`` (< 6) pick the
+    highlighted entry; the drawing has D = 4 and N = 6.
+    """
+    D, N, cell = 4, 6, 0.38
+    if not (0 <= d < D and 0 <= n < N):
+        raise ValueError(f"d, n: expected 0 ≤ d < {D} and 0 ≤ n < {N}, got {d}, {n}")
+    A = np.random.default_rng(3).dirichlet(np.full(N, 0.6), size=N).T  # columns: 1
+    shades = [[str(0.1 + 0.9 * a / A.max()) for a in row] for row in A]  # white: high
+    fig, ax = _canvas(9.6, 4.6, "Attention is a weighted average: Y = X A (Turner)")
+    red, blue = "#C44E52", "#4C72B0"
+    top = 3.0  # of Y and X; A is taller and centred on them
+    w, h = N * cell, D * cell
+    x_y, x_x, x_a = 0.45, 3.55, 6.65
+    top_a = top + (N - D) * cell / 2
+    _grid(ax, x_y, top, D, N, cell)
+    _grid(ax, x_y + n * cell, top - d * cell, 1, 1, cell, red)
+    _grid(ax, x_x, top, D, N, cell, "#E6ECF5")
+    _outline(ax, x_x, top - d * cell, w, cell, blue)
+    _grid(ax, x_a, top_a, N, N, cell, shades)
+    _outline(ax, x_a + n * cell, top_a, cell, N * cell, blue)
+    for x, top_, height, name, shape in [
+        (x_y, top, h, "Y", "D × N"),
+        (x_x, top, h, "X", "D × N"),
+        (x_a, top_a, N * cell, "A", "N × N"),
+    ]:
+        _label(ax, x + w / 2, top_ + 0.25, name, NAME)
+        _label(ax, x + w / 2, top_ - height - 0.22, shape)
+    _label(ax, x_y + w + 0.33, top - h / 2, "=", SIGN)
+    _label(ax, x_x + w + 0.33, top - h / 2, "×", SIGN)
+    _label(ax, x_y - 0.22, top - (d + 0.5) * cell, "d", SHAPE, color=red)
+    _label(ax, x_y + (n + 0.5) * cell, top + 0.02, "n", SHAPE, color=red, va="bottom")
+    notes = [
+        (x_y, "output token n, feature d:\n" r"$Y_{d,n}=\sum_{n'} X_{d,n'}A_{n',n}$"),
+        (x_x, "row d of X: feature d\nof all N input tokens"),
+        (x_a, "column n of A: the weights\nof output n (white = high)"),
+    ]
+    for x, note in notes:
+        _label(ax, x + w / 2, 0.45, note, va="center")
+    return fig
+
+
+def qkv_graph() -> Figure:
+    """Single-head self-attention as a computation graph, with every shape.
+
+    Rows convention (the code's): x (N, D); q = x W_q, k = x W_k (N, d_k) and
+    v = x W_v (N, d_v); scores q kᵀ/√d_k (N, N); a mask adds −∞ where a query
+    may not look; a softmax over each row gives the weights A (N, N), rows
+    summing to 1; the output A v is (N, d_v).
+    """
+    fig, ax = _canvas(9.7, 4.4, "Single-head self-attention: what is computed from what")
+    rows = {"q": 3.1, "k": 1.95, "v": 0.8}
+    blue, orange, grey, green = "#DDE8F3", "#F6E3CF", "#ECECEC", "#DFF0DF"
+    _node(ax, 0.75, 1.95, "x", "(N, D)", blue)
+    for name, y in rows.items():
+        width = "d_v" if name == "v" else "d_k"
+        _node(ax, 2.35, y, f"$W_{name}$", f"(D, {width})", orange)
+        _node(ax, 3.95, y, f"${name}$", f"(N, {width})", grey)
+        _arrow(ax, (1.42, 1.95), (1.68, y))
+        _arrow(ax, (3.02, y), (3.28, y))
+    _node(ax, 5.55, 2.55, r"$q\,k^\top/\sqrt{d_k}$", "scores (N, N)", green)
+    _node(ax, 7.15, 2.55, "+ mask", "−∞: may not look", green)
+    _node(ax, 8.75, 2.55, "softmax", "of each row", green)
+    _node(ax, 8.75, 0.8, "A v", "output (N, d_v)", blue)
+    _arrow(ax, (4.62, 3.1), (4.88, 2.7))
+    _arrow(ax, (4.62, 1.95), (4.88, 2.4))
+    _arrow(ax, (6.22, 2.55), (6.48, 2.55))
+    _arrow(ax, (7.82, 2.55), (8.08, 2.55))
+    _arrow(ax, (8.75, 2.13), (8.75, 1.22))
+    _label(ax, 7.55, 1.68, "weights A (N, N)\nrows sum to 1", SHAPE - 1)
+    _arrow(ax, (4.62, 0.8), (8.08, 0.8), "each output: an average of the values")
+    return fig
+
+
+def multihead_as_sum(n_heads: int = 3) -> Figure:
+    """Turner's figure 4: ``Y = Σ_h M_h X A_h``, with the shape of every factor.
+
+    M_h (D × D; Turner writes V_h) and A_h (N × N) are drawn as stacks of
+    ``n_heads`` (at most 6); X (D × N) is shared by every head.
+    """
+    if not 1 <= n_heads <= len(HEAD_COLOURS):
+        raise ValueError(f"n_heads: expected 1 to {len(HEAD_COLOURS)}, got {n_heads}")
+    D, N, cell, step = 4, 5, 0.32, 0.13  # each head drawn up and to the right
+    fig, ax = _canvas(9.8, 4.4, "Multi-head self-attention as a sum over heads (Turner)")
+    top = 2.9
+    h = D * cell
+    middle = top - h / 2
+
+    def stack(x, rows, cols):
+        top_ = top + (rows - D) * cell / 2
+        for head in reversed(range(n_heads)):
+            colour = HEAD_COLOURS[head]
+            _grid(ax, x + head * step, top_ + head * step, rows, cols, cell, colour,
+                  "white")
+        return top_ + (n_heads - 1) * step, top_ - rows * cell
+
+    x_y, x_m, x_x, x_a = 0.35, 3.3, 5.55, 7.75
+    _grid(ax, x_y, top, D, N, cell)
+    _grid(ax, x_x, top, D, N, cell, "0.85")
+    m_top, m_bottom = stack(x_m, D, D)
+    a_top, a_bottom = stack(x_a, N, N)
+    stacked = (n_heads - 1) * step
+    for x, width, top_, bottom, name, shape in [
+        (x_y, N * cell, top, top - h, "Y", "D × N"),
+        (x_m, D * cell + stacked, m_top, m_bottom, "$M_h$", "D × D, one per head"),
+        (x_x, N * cell, top, top - h, "X", "D × N"),
+        (x_a, N * cell + stacked, a_top, a_bottom, "$A_h$", "N × N, one per head"),
+    ]:
+        _label(ax, x + width / 2, top_ + 0.25, name, NAME)
+        _label(ax, x + width / 2, bottom - 0.22, shape)
+    _label(ax, 2.3, middle, "=", SIGN)
+    _label(ax, 2.8, middle, r"$\sum_{h=1}^{H}$", SIGN)
+    _label(ax, 5.25, middle, "×", SIGN)
+    _label(ax, 7.45, middle, "×", SIGN)
+    _label(
+        ax,
+        4.9,
+        0.5,
+        "$M_h$ (Turner writes $V_h$) = the h-th block of $W_O$ × head h's value map:"
+        " rank ≤ d = D/H.\nHead h averages the tokens with its own $A_h$;"
+        " $M_h$ maps its D features to D features.",
+    )
+    return fig
+
+
+def split_merge_heads(n_heads: int = 3, d_head: int = 2, n_tokens: int = 4) -> Figure:
+    """How (B, N, D) becomes (B, H, N, d) and back, for one batch element.
+
+    The D = H·d features of each token are coloured by the head that owns
+    them: ``view`` cuts each row into H groups of d, ``transpose(1, 2)`` makes
+    the heads a batch dimension, and ``merge_heads`` undoes both. At most 6
+    heads, 4 features per head and 6 tokens, so that the drawing fits.
+    """
+    if not (1 <= n_heads <= 6 and 1 <= d_head <= 4 and 1 <= n_tokens <= 6):
+        raise ValueError(
+            f"expected 1 ≤ n_heads ≤ 6, 1 ≤ d_head ≤ 4, 1 ≤ n_tokens ≤ 6, got "
+            f"{n_heads}, {d_head}, {n_tokens}"
+        )
+    H, d, N = n_heads, d_head, n_tokens
+    cell, gap = min(0.3, 1.8 / (H * d)), 0.15  # a token's D features fit 1.8 in
+    height = N * cell
+    fig, ax = _canvas(9.8, 2 * height + 3.2, "Splitting the features into heads, and merging them")
+
+    def tokens(x, top, spread=0.0):
+        """One batch element: N rows of D features, coloured by head."""
+        for head in range(H):
+            _grid(ax, x + head * (d * cell + spread), top, N, d, cell,
+                  HEAD_COLOURS[head], "white")
+        return H * d * cell + (H - 1) * spread
+
+    top_row, bottom_row = 2 * height + 2.2, height + 0.75
+    x1, x2, x3 = 0.55, 3.55, 7.05
+    w1 = tokens(x1, top_row)
+    w2 = tokens(x2, top_row, gap)
+    tokens(x1, bottom_row)
+    tokens(x2, bottom_row, gap)
+    _label(ax, x1 - 0.2, top_row - height / 2, "N tokens", SHAPE - 1, rotation=90)
+    _label(ax, x1 + w1 / 2, top_row + 0.05, "D = H·d features", SHAPE - 1, va="bottom")
+    # the heads as a batch: H grids of N × d, side by side in a separate block
+    for head in range(H):
+        x = x3 + head * (d * cell + 0.35)
+        _grid(ax, x, (top_row + bottom_row) / 2 + height / 2, N, d, cell,
+              HEAD_COLOURS[head], "white")
+        _label(ax, x + d * cell / 2, (top_row + bottom_row) / 2 + height / 2 + 0.05,
+               f"head {head}", SHAPE - 1, va="bottom")
+    w3 = H * d * cell + (H - 1) * 0.35
+    middle = (top_row + bottom_row) / 2
+    for x, width, top_, shape in [
+        (x1, w1, top_row, "(B, N, D)"),
+        (x2, w2, top_row, "(B, N, H, d)"),
+        (x1, w1, bottom_row, "(B, N, D)"),
+        (x2, w2, bottom_row, "(B, N, H, d)"),
+        (x3, w3, middle + height / 2, "(B, H, N, d)"),
+    ]:
+        _label(ax, x + width / 2, top_ - height - 0.2, shape)
+    _label(ax, x3 + w3 / 2, middle - height / 2 - 0.55,
+           "attention runs on all\nheads at once", SHAPE - 1, va="top")
+    _arrow(ax, (x1 + w1 + 0.1, top_row - height / 2), (x2 - 0.1, top_row - height / 2),
+           ".view(B, N, H, d)")
+    _arrow(ax, (x2 + w2 + 0.1, top_row - height / 2), (x3 - 0.1, middle + 0.2),
+           ".transpose(1, 2)")
+    _arrow(ax, (x3 - 0.1, middle - 0.2), (x2 + w2 + 0.1, bottom_row - height / 2),
+           ".transpose(1, 2)")
+    _arrow(ax, (x2 - 0.1, bottom_row - height / 2), (x1 + w1 + 0.1, bottom_row - height / 2),
+           ".reshape(B, N, D)")
+    _label(ax, 0.1, top_row + 0.5, "split_heads", NAME, ha="left", weight="bold")
+    _label(ax, 0.1, bottom_row + 0.5, "merge_heads", NAME, ha="left", weight="bold")
+    return fig
