@@ -1,0 +1,431 @@
+"""Chapters 4, 6 and 7, Training: the course's one training loop.
+
+:func:`fit` trains any model that a loss function can score: a language model
+(chapter 6) and a vision transformer (chapter 7) call the same loop. It takes
+
+* ``get_batch(split, step) -> batch``: the batch for a training step
+  (``split="train"``) or the k-th validation batch (``split="val"``). A batch
+  that depends on the step alone (see :func:`tensor_batches`) is what makes a
+  resumed run equal an uninterrupted one;
+* ``loss_fn(model, batch) -> loss``: a scalar tensor, e.g.
+  :func:`cross_entropy_loss`;
+* a :class:`TrainConfig`,
+
+and returns a :class:`History`. Each step: set the learning rate (warm-up then
+cosine decay, :func:`learning_rate`), compute the loss, stop with a clear error
+if it is not finite, backpropagate, clip the global gradient norm, take an
+AdamW step (weight decay on matrices only, :func:`parameter_groups`). Every
+``eval_every`` steps the model is scored on the same validation batches, and
+checkpoints (model, optimiser, step, history, random states) are written
+atomically, so that ``fit(..., resume=True)`` continues to the same result.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import tempfile
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from .runtime import pick_device, seed_everything
+
+__all__ = [
+    "History",
+    "TrainConfig",
+    "cross_entropy_loss",
+    "evaluate",
+    "fit",
+    "learning_rate",
+    "load_checkpoint",
+    "parameter_groups",
+    "save_checkpoint",
+    "tensor_batches",
+    "to_device",
+]
+
+GetBatch = Callable[[str, int], Any]  # (split, step) -> batch, e.g. (inputs, targets)
+LossFn = Callable[[nn.Module, Any], torch.Tensor]  # (model, batch) -> scalar loss
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(ok: bool, name: str, expected: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+
+
+@dataclass
+class TrainConfig:
+    """Chapters 4, 6, 7: everything that defines a training run, in one place."""
+
+    steps: int = 1000  # optimiser updates in all
+    lr: float = 1e-3  # the peak learning rate, reached at the end of warm-up
+    weight_decay: float = 0.1  # AdamW's decoupled decay, on matrices only
+    betas: tuple[float, float] = (0.9, 0.95)  # AdamW's averaging of g and g²
+    warmup_steps: int = 100  # linear warm-up, then cosine decay
+    min_lr_ratio: float = 0.1  # the decay ends at lr · min_lr_ratio
+    grad_clip: float | None = 1.0  # largest global gradient norm; None: no clipping
+    eval_every: int | None = 100  # and after the last step; None: no validation
+    eval_batches: int = 10  # validation loss: the mean over get_batch("val", k)
+    batch_size: int | None = None  # for tensor_batches; None: a whole split
+    seed: int = 0  # seeds Python, NumPy and torch as a new run starts
+    device: str | None = None  # where to train; None: tc.pick_device(), CUDA if any
+    checkpoint_path: str | Path | None = None  # None: no checkpoints
+    checkpoint_every: int | None = None  # None: at each validation; always at the end
+
+    def __post_init__(self):
+        def positive(value):
+            return _is_int(value) and value >= 1
+
+        def optional(value):
+            return value is None or positive(value)
+
+        checks = [
+            ("steps", positive(self.steps), "a positive int"),
+            ("lr", self.lr > 0, "a positive float"),
+            ("weight_decay", self.weight_decay >= 0, "a float ≥ 0"),
+            (
+                "betas",
+                len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+                "two floats in [0, 1)",
+            ),
+            (
+                "warmup_steps",
+                _is_int(self.warmup_steps) and 0 <= self.warmup_steps < self.steps,
+                f"an int in [0, steps) = [0, {self.steps})",
+            ),
+            ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "a float in [0, 1]"),
+            (
+                "grad_clip",
+                self.grad_clip is None or self.grad_clip > 0,
+                "None or a positive float",
+            ),
+            ("eval_every", optional(self.eval_every), "None or a positive int"),
+            ("eval_batches", positive(self.eval_batches), "a positive int"),
+            ("batch_size", optional(self.batch_size), "None or a positive int"),
+            ("seed", _is_int(self.seed) and self.seed >= 0, "an int ≥ 0"),
+            (
+                "checkpoint_every",
+                optional(self.checkpoint_every),
+                "None or a positive int",
+            ),
+        ]
+        for name, ok, expected in checks:
+            _require(ok, name, expected, getattr(self, name))
+
+
+@dataclass
+class History:
+    """Chapters 4, 6, 7: what :func:`fit` records, one entry per step or per validation."""
+
+    # one entry per step
+    steps: list[int] = field(default_factory=list)  # 0 … S − 1
+    train_losses: list[float] = field(default_factory=list)  # before the update
+    learning_rates: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)  # before clipping
+    # one entry per validation
+    val_steps: list[int] = field(default_factory=list)  # the step it followed
+    val_losses: list[float] = field(default_factory=list)  # mean of eval_batches
+
+
+def learning_rate(step: int, config: TrainConfig) -> float:
+    """Chapter 4, eq. lr-schedule: linear warm-up to ``lr``, then cosine decay.
+
+    With η = lr, η_min = lr · min_lr_ratio, W = warmup_steps and S = steps:
+
+        s < W:  η · (s + 1) / (W + 1)                      (never 0)
+        s ≥ W:  η_min + (η − η_min) · ½ (1 + cos π p),    p = (s − W) / (S − 1 − W)
+
+    so the rate is η at s = W, halfway between η and η_min at p = ½, and η_min
+    at the last step, S − 1 (and after it). Warm-up keeps the first updates
+    small while AdamW's running averages of g² are still poor estimates.
+    """
+    _require(_is_int(step) and step >= 0, "step", "an int ≥ 0", step)
+    peak, warmup = config.lr, config.warmup_steps
+    if step < warmup:
+        return peak * (step + 1) / (warmup + 1)
+    lowest = peak * config.min_lr_ratio
+    progress = min(1.0, (step - warmup) / max(1, config.steps - 1 - warmup))
+    return lowest + (peak - lowest) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Chapter 4: AdamW's two groups, decay on matrices, none on vectors.
+
+    Weight decay pulls every weight towards 0 a little at each step. That
+    regularises the matrices of the linear layers and the embeddings (ndim ≥ 2).
+    For a bias, or a normalisation's gain γ and shift β (ndim 1), 0 is no
+    special value (γ = 0 switches a feature off), so they get no decay.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+
+
+def to_device(batch: Any, device: torch.device | str) -> Any:
+    """Chapter 4: move the tensors of a batch (nested tuples, lists, dicts) to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, Mapping):
+        return {key: to_device(value, device) for key, value in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a NamedTuple
+        return type(batch)(*(to_device(value, device) for value in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(to_device(value, device) for value in batch)
+    return batch
+
+
+def cross_entropy_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]):
+    """Chapters 6, 7: mean cross-entropy of ``model(inputs)`` against integer targets.
+
+    Logits (..., V) against targets (...): (B, N, V) and (B, N) for next-token
+    prediction, (B, V) and (B,) for V classes.
+    """
+    inputs, targets = batch
+    logits = model(inputs)  # (..., V)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def tensor_batches(
+    splits: Mapping[str, Sequence[torch.Tensor]],
+    batch_size: int | None,
+    seed: int = 0,
+) -> GetBatch:
+    """Chapters 4, 7: a ``get_batch(split, step)`` over tensors held in memory.
+
+    Args:
+        splits: e.g. ``{"train": (x_train, y_train), "val": (x_val, y_val)}``;
+            the tensors of a split share their first dimension, the examples.
+        batch_size: examples per batch, drawn without replacement (all of a
+            smaller split); None: the whole split, in order (then one
+            validation batch is enough: ``eval_batches=1``).
+        seed: with the split and the step, seeds the draw.
+
+    The batch depends on (seed, split, step) alone, not on any global random
+    state: the same step always gets the same batch, so a resumed run sees
+    exactly what an uninterrupted one would.
+    """
+    for name, tensors in splits.items():
+        sizes = {len(t) for t in tensors}
+        _require(len(sizes) == 1, f"splits[{name!r}]", "tensors of one length", sizes)
+
+    def get_batch(split: str, step: int) -> tuple[torch.Tensor, ...]:
+        _require(split in splits, "split", f"one of {sorted(splits)}", split)
+        tensors = tuple(splits[split])
+        if batch_size is None:
+            return tensors
+        entropy = [seed, zlib.crc32(split.encode()), step]
+        state = int(np.random.SeedSequence(entropy).generate_state(1)[0])
+        generator = torch.Generator().manual_seed(state)
+        index = torch.randperm(len(tensors[0]), generator=generator)[:batch_size]
+        return tuple(t[index] for t in tensors)
+
+    return get_batch
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    get_batch: GetBatch,
+    loss_fn: LossFn,
+    n_batches: int,
+    split: str = "val",
+    device: torch.device | str | None = None,
+) -> float:
+    """Chapter 4: mean loss over ``get_batch(split, k)``, k = 0 … n_batches − 1.
+
+    In eval mode (no dropout) and without gradients; the model's mode is
+    restored afterwards. ``device``: where to move the batches (None: leave them).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        losses = []
+        for k in range(n_batches):
+            batch = get_batch(split, k)
+            batch = batch if device is None else to_device(batch, device)
+            losses.append(loss_fn(model, batch).item())
+    finally:
+        model.train(was_training)
+    return sum(losses) / len(losses)
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Chapter 4: ``torch.save(state)`` to ``path``, atomically.
+
+    The state is written to a temporary file in the same folder, flushed to
+    disk, and then renamed over ``path`` with ``os.replace``, which is atomic:
+    a crash while writing leaves the previous checkpoint whole, never half a file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(fd, "wb") as file:
+            torch.save(state, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Chapter 4: a checkpoint written by :func:`save_checkpoint`, onto the CPU.
+
+    Loaded with ``weights_only=True``: tensors and plain Python values only, so
+    a checkpoint cannot run code.
+    """
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _random_states() -> dict[str, Any]:
+    numpy_state = np.random.get_state()  # (name, keys (624,), pos, has_gauss, x)
+    return {  # lists, tuples, numbers and tensors: loadable with weights_only
+        "python": random.getstate(),
+        "numpy": (numpy_state[0], numpy_state[1].tolist(), *numpy_state[2:]),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def _set_random_states(states: dict[str, Any]) -> None:
+    random.setstate(states["python"])
+    name, keys, *rest = states["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), *rest))
+    torch.set_rng_state(states["torch"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _expect_finite(value: torch.Tensor, what: str, step: int) -> None:
+    if not isinstance(value, torch.Tensor) or value.ndim != 0:
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else value
+        raise TypeError(f"step {step}: the {what} must be a scalar tensor, got {shape}")
+    if not torch.isfinite(value):
+        raise FloatingPointError(
+            f"step {step}: the {what} is {value.item()}, so training stopped. Try a "
+            f"lower lr or grad_clip, and check the batch and the loss function."
+        )
+
+
+def _resume(config: TrainConfig, model: nn.Module, optimizer) -> tuple[int, History]:
+    """Load the checkpoint into model and optimiser; return (next step, history)."""
+    path = config.checkpoint_path
+    _require(path is not None, "checkpoint_path", "a checkpoint to resume from", path)
+    if not Path(path).exists():
+        raise FileNotFoundError(f"resume: no checkpoint at {path}")
+    state = load_checkpoint(path)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])  # moves its state to the device
+    _set_random_states(state["random_states"])
+    return state["step"], History(**state["history"])
+
+
+def fit(
+    model: nn.Module,
+    get_batch: GetBatch,
+    loss_fn: LossFn,
+    config: TrainConfig | None = None,
+    *,
+    progress: bool = True,
+    resume: bool = False,
+) -> History:
+    """Chapters 4, 6, 7: train ``model`` in place; return the :class:`History`.
+
+    Args:
+        model: moved to ``config.device``.
+        get_batch: ``(split, step) -> batch``; see the module. Its batches are
+            moved to the device (tensors in nested tuples, lists and dicts).
+        loss_fn: ``(model, batch) -> loss``, a scalar tensor.
+        config: a :class:`TrainConfig`; None: the defaults.
+        progress: show a tqdm progress bar; it is also hidden when the
+            environment sets ``TQDM_DISABLE`` (to anything but 0), as the tests do.
+        resume: continue from ``config.checkpoint_path``, which must exist
+            (model, optimiser, step, history and random states): with the same
+            config, get_batch and loss_fn, the result equals that of a run that
+            was never interrupted. Otherwise a new run starts, seeded with
+            ``config.seed``.
+
+    Raises:
+        FloatingPointError: the loss or the gradient norm is NaN or infinite;
+            the message names the step.
+    """
+    config = TrainConfig() if config is None else config
+    device = torch.device(config.device) if config.device else pick_device()
+    model.to(device)
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.betas
+    )
+    if resume:
+        start, history = _resume(config, model, optimizer)
+    else:
+        start, history = 0, History()
+        seed_everything(config.seed)
+    checkpoint_every = config.checkpoint_every or config.eval_every
+    max_norm = math.inf if config.grad_clip is None else config.grad_clip
+    quiet = not progress or os.environ.get("TQDM_DISABLE", "0") not in ("", "0")
+
+    model.train()
+    bar = tqdm(
+        range(start, config.steps), initial=start, total=config.steps, disable=quiet
+    )
+    for step in bar:
+        lr = learning_rate(step, config)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss = loss_fn(model, to_device(get_batch("train", step), device))
+        _expect_finite(loss, "training loss", step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        # the norm of all gradients as one vector, before clipping; inf: no clipping
+        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        _expect_finite(grad_norm, "gradient norm", step)
+        optimizer.step()
+
+        history.steps.append(step)
+        history.train_losses.append(loss.item())
+        history.learning_rates.append(lr)
+        history.grad_norms.append(grad_norm.item())
+        bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
+        last = step == config.steps - 1
+        if config.eval_every and ((step + 1) % config.eval_every == 0 or last):
+            val_loss = evaluate(
+                model, get_batch, loss_fn, config.eval_batches, device=device
+            )
+            history.val_steps.append(step)
+            history.val_losses.append(val_loss)
+            bar.set_postfix(
+                loss=f"{loss.item():.4f}", val=f"{val_loss:.4f}", refresh=False
+            )
+        if config.checkpoint_path is not None and (
+            last or (checkpoint_every and (step + 1) % checkpoint_every == 0)
+        ):
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "step": step + 1,  # the next step to take
+                "history": asdict(history),
+                "random_states": _random_states(),
+            }
+            save_checkpoint(config.checkpoint_path, state)
+    bar.close()
+    return history

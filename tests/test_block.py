@@ -1,0 +1,230 @@
+"""transformer_course.block (chapter 4), against torch.nn.TransformerEncoderLayer."""
+
+import pytest
+import torch
+from torch import nn
+
+import transformer_course as tc
+from transformer_course import block as blk
+
+F64 = torch.float64
+B, N, D, H = 3, 6, 16, 4
+
+
+def torch_layer(norm_first=True, activation="gelu", bias=True, seed=0):
+    """A float64 nn.TransformerEncoderLayer with random weights (its norms too)."""
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(
+        D,
+        H,
+        dim_feedforward=24,
+        dropout=0.0,
+        activation=activation,
+        batch_first=True,
+        norm_first=norm_first,
+        bias=bias,
+        dtype=F64,
+    )
+    with torch.no_grad():
+        for norm in (layer.norm1, layer.norm2):
+            for p in norm.parameters():
+                p.add_(0.3 * torch.randn_like(p))
+    return layer
+
+
+def masks(kind):
+    """(our mask, our is_causal, torch's src_mask, torch's src_key_padding_mask).
+
+    Ours: True = may attend. Torch's: True = blocked.
+    """
+    g = torch.Generator().manual_seed(3)
+    allowed = torch.rand(N, N, generator=g) > 0.4
+    allowed.fill_diagonal_(True)  # every query sees at least itself
+    keep = torch.ones(B, N, dtype=torch.bool)
+    keep[0, 4:] = False
+    keep[2, 2:] = False
+    causal = torch.ones(N, N, dtype=torch.bool).tril()
+    return {
+        "none": (None, False, None, None),
+        "boolean": (allowed, False, ~allowed, None),
+        "padding": (keep[:, None, None, :], False, None, ~keep),  # (B, 1, 1, N)
+        "causal": (None, True, ~causal, None),
+        "causal+padding": (keep[:, None, None, :], True, ~causal, ~keep),
+    }[kind]
+
+
+def assert_same_outputs_and_gradients(ours, layer, out, expected, x):
+    torch.testing.assert_close(out, expected)
+    upstream = torch.randn_like(out)
+    pairs = [
+        (x, x),
+        (ours.attn.qkv_proj.weight, layer.self_attn.in_proj_weight),
+        (ours.attn.out_proj.bias, layer.self_attn.out_proj.bias),
+        (ours.mlp.up_proj.weight, layer.linear1.weight),
+        (ours.mlp.down_proj.bias, layer.linear2.bias),
+        (ours.norm_1.weight, layer.norm1.weight),
+        (ours.norm_2.bias, layer.norm2.bias),
+    ]
+    got = torch.autograd.grad(out, [a for a, _ in pairs], upstream)
+    want = torch.autograd.grad(expected, [b for _, b in pairs], upstream)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+@pytest.mark.parametrize("activation", ["gelu", "relu"])
+@pytest.mark.parametrize(
+    "kind", ["none", "boolean", "padding", "causal", "causal+padding"]
+)
+def test_block_equals_torch_encoder_layer(norm_first, activation, kind):
+    layer = torch_layer(norm_first, activation)
+    ours = blk.from_torch(layer)
+    assert ours.config.norm_first is norm_first
+    mask, is_causal, src_mask, padding = masks(kind)
+    x = torch.randn(B, N, D, dtype=F64, requires_grad=True)
+    out = ours(x, mask=mask, is_causal=is_causal)
+    expected = layer(x, src_mask=src_mask, src_key_padding_mask=padding)
+    assert_same_outputs_and_gradients(ours, layer, out, expected, x)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_to_torch_gives_the_same_layer(norm_first, bias):
+    torch.manual_seed(1)
+    config = tc.BlockConfig(D, H, d_mlp=20, norm_first=norm_first, bias=bias)
+    ours = tc.Block(config).double()
+    layer = blk.to_torch(ours)
+    assert layer.norm_first is norm_first
+    x = torch.randn(B, N, D, dtype=F64, requires_grad=True)
+    out, expected = ours(x, is_causal=True), layer(x, src_mask=masks("causal")[2])
+    torch.testing.assert_close(out, expected)
+    back = blk.from_torch(layer)
+    assert back.config == config
+    torch.testing.assert_close(back(x, is_causal=True), out)
+
+
+@pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
+def test_a_stack_of_blocks_equals_torch_transformer_encoder(norm_first):
+    M = 3  # Turner: the block is repeated M times
+    encoder = nn.TransformerEncoder(
+        torch_layer(norm_first), num_layers=M, enable_nested_tensor=False
+    )
+    with torch.no_grad():  # the M clones start equal: make them differ
+        for p in encoder.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    blocks = nn.ModuleList(blk.from_torch(layer) for layer in encoder.layers)
+    x = torch.randn(B, N, D, dtype=F64, requires_grad=True)
+    out = x
+    for block in blocks:
+        out = block(out, is_causal=True)
+    expected = encoder(x, mask=masks("causal")[2])
+    torch.testing.assert_close(out, expected)
+    upstream = torch.randn_like(out)
+    torch.testing.assert_close(
+        torch.autograd.grad(out, x, upstream)[0],
+        torch.autograd.grad(expected, x, upstream)[0],
+    )
+
+
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_attention_weights_are_those_of_the_attention_branch(norm, norm_first):
+    torch.manual_seed(0)
+    block = tc.Block(tc.BlockConfig(D, H, norm=norm, norm_first=norm_first)).double()
+    assert isinstance(block.norm_1, {"layer": tc.LayerNorm, "rms": tc.RMSNorm}[norm])
+    x = torch.randn(B, N, D, dtype=F64)
+    weights = block.attention_weights(x, is_causal=True)
+    h = block.norm_1(x) if norm_first else x  # what attention sees
+    _, expected = block.attn(h, is_causal=True, need_weights=True)
+    torch.testing.assert_close(weights, expected)
+    assert weights.shape == (B, H, N, N)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, N, dtype=F64))
+    assert not weights.triu(diagonal=1).any()  # causal: no weight on later keys
+
+
+def zero_branches(block):
+    with torch.no_grad():
+        for linear in (block.attn.out_proj, block.mlp.down_proj):
+            linear.weight.zero_()
+            linear.bias.zero_()
+
+
+def test_a_pre_norm_block_with_silent_branches_is_the_identity():
+    torch.manual_seed(0)
+    block = tc.Block(tc.BlockConfig(D, H)).double()
+    zero_branches(block)
+    x = torch.randn(B, N, D, dtype=F64)
+    torch.testing.assert_close(block(x), x)  # the residual path carries x through
+
+
+def test_a_post_norm_block_with_silent_branches_normalises():
+    torch.manual_seed(0)
+    block = tc.Block(tc.BlockConfig(D, H, norm_first=False)).double()
+    zero_branches(block)
+    x = torch.randn(B, N, D, dtype=F64)
+    torch.testing.assert_close(block(x), tc.layer_norm(tc.layer_norm(x)))
+
+
+@pytest.mark.parametrize("activation", ["gelu", "relu"])
+def test_mlp_applies_the_same_weights_to_each_token(activation):
+    torch.manual_seed(0)
+    mlp = tc.MLP(D, activation=activation).double()
+    assert mlp.up_proj.weight.shape == (4 * D, D)  # d_mlp = 4·D by default
+    x = torch.randn(B, N, D, dtype=F64)
+    one_at_a_time = torch.stack(
+        [torch.stack([mlp(x[b, n]) for n in range(N)]) for b in range(B)]
+    )
+    torch.testing.assert_close(mlp(x), one_at_a_time)
+    act = {"gelu": nn.functional.gelu, "relu": torch.relu}[activation]
+    written_out = act(x @ mlp.up_proj.weight.T + mlp.up_proj.bias)
+    written_out = written_out @ mlp.down_proj.weight.T + mlp.down_proj.bias
+    torch.testing.assert_close(mlp(x), written_out)
+
+
+def test_config_defaults_and_parameter_count():
+    config = tc.BlockConfig(d_model=D, n_heads=H)
+    assert config.d_mlp == 4 * D
+    assert (config.norm, config.norm_first, config.activation) == (
+        "layer",
+        True,
+        "gelu",
+    )
+    block = tc.Block(config)
+    attention = 4 * D * D + 4 * D
+    mlp = 2 * D * 4 * D + 4 * D + D
+    norms = 2 * 2 * D
+    assert sum(p.numel() for p in block.parameters()) == attention + mlp + norms
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"n_heads": 5}, "d_model must be divisible by n_heads"),
+        ({"norm": "batch"}, r"norm: expected one of \['layer', 'rms'\], got 'batch'"),
+        ({"activation": "tanh"}, r"activation: expected one of \['gelu', 'relu'\]"),
+        ({"dropout": 1.5}, "dropout: expected a probability"),
+        ({"d_mlp": 0}, "d_mlp: expected a positive int"),
+    ],
+)
+def test_bad_config_values_are_named(changes, message):
+    with pytest.raises(ValueError, match=message):
+        tc.BlockConfig(**{"d_model": D, "n_heads": H, **changes})
+
+
+def test_a_wrong_width_names_expected_and_given_shapes():
+    block = tc.Block(tc.BlockConfig(D, H))
+    with pytest.raises(
+        tc.ShapeError,
+        match=r"x: expected shape \(B, N, D\) with D=16, got \(2, 5, 12\)",
+    ):
+        block(torch.randn(2, 5, 12))
+
+
+def test_to_torch_refuses_rms_norm():
+    with pytest.raises(ValueError, match="LayerNorm only"):
+        blk.to_torch(tc.Block(tc.BlockConfig(D, H, norm="rms")))
+
+
+@pytest.mark.parametrize("name", blk.__all__)
+def test_every_public_object_names_its_chapter(name):
+    assert "Chapter" in getattr(blk, name).__doc__
