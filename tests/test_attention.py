@@ -469,3 +469,154 @@ def test_empty_sequences_are_rejected(call, message):
 def test_lists_where_tensors_are_expected(call, message):
     with pytest.raises(TypeError, match=message):
         call()
+
+
+# --- padding masks ---------------------------------------------------------
+
+
+def test_padding_mask_marks_the_real_tokens():
+    mask = att.padding_mask([3, 1, 0], 4)
+    assert mask.shape == (3, 1, 4)
+    assert mask.dtype == torch.bool
+    expected = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=bool)
+    assert torch.equal(mask[:, 0], expected)
+    assert torch.equal(
+        att.padding_mask(torch.tensor([2, 4]), 4)[1, 0], torch.ones(4, dtype=bool)
+    )
+
+
+@pytest.mark.parametrize("lengths", [[5, 2, 3], [1, 5, 4]])
+def test_padding_equals_attending_to_the_real_keys_only(lengths):
+    """With a padding mask, each sequence attends exactly as if cut to its length."""
+    q, k, v = qkv((3,), 4, 5, 8, 3, seed=11)
+    mask = att.padding_mask(lengths, 5)  # (B, 1, N_k)
+    ours = att.scaled_dot_product_attention(q, k, v, mask=mask)
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert_same_values_and_grads(ours, reference, (q, k, v))
+    for b, n in enumerate(lengths):
+        alone = F.scaled_dot_product_attention(q[b], k[b, :n], v[b, :n])
+        torch.testing.assert_close(ours[b], alone)
+
+
+def test_padding_mask_with_heads_and_an_empty_sequence_equals_torch():
+    q, k, v = qkv((2, 3), 4, 6, 8, 5, seed=12)  # (B, H, N, d)
+    mask = att.padding_mask([0, 4], 6).unsqueeze(1)  # (B, 1, 1, N_k)
+    ours = att.scaled_dot_product_attention(q, k, v, mask=mask)
+    reference = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert (ours[0] == 0).all()  # sequence 0 has no real key: fully masked rows
+    assert_same_values_and_grads(ours, reference, (q, k, v))
+
+
+@pytest.mark.parametrize(
+    ("lengths", "n_keys", "message"),
+    [
+        ([2, 7], 5, r"lengths: expected values in 0\.\.5 \(n_keys\), got \[2, 7\]"),
+        ([-1], 5, r"lengths: expected values in 0\.\.5"),
+        ([[1, 2]], 5, r"lengths: expected B integers .* shape \(1, 2\)"),
+        ([1.5], 5, r"lengths: expected B integers .* dtype torch.float32"),
+        ([1], 0, r"n_keys: expected a positive int, got 0"),
+    ],
+)
+def test_bad_padding_lengths_are_rejected(lengths, n_keys, message):
+    with pytest.raises(ValueError, match=message):
+        att.padding_mask(lengths, n_keys)
+
+
+# --- receptive fields and path lengths (the cost table of chapter 2) ------
+
+
+def bfs_lengths(connectivity):
+    """Reference: breadth-first search from every input m along 'n reads m' edges."""
+    n = len(connectivity)
+    readers = [[j for j in range(n) if connectivity[j, i]] for i in range(n)]
+    lengths = torch.full((n, n), -1, dtype=torch.int64)
+    for source in range(n):
+        frontier, seen, depth = [source], set(), 0
+        while frontier:
+            depth += 1
+            following = []
+            for node in frontier:
+                for reader in readers[node]:
+                    if lengths[reader, source] < 0:
+                        lengths[reader, source] = depth
+                    if reader not in seen:
+                        seen.add(reader)
+                        following.append(reader)
+            frontier = following
+    return lengths
+
+
+def band(n, radius):
+    """A convolution of kernel 2·radius + 1: output n reads inputs n-r .. n+r."""
+    return torch.ones(n, n, dtype=torch.bool).tril(radius).triu(-radius)
+
+
+def recurrence(n):
+    """One step of an RNN: state n reads state n - 1 and input n."""
+    return torch.ones(n, n, dtype=torch.bool).tril().triu(-1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("density", [0.1, 0.3])
+def test_path_lengths_equal_breadth_first_search(seed, density):
+    g = torch.Generator().manual_seed(seed)
+    connectivity = torch.rand(9, 9, generator=g) < density
+    assert torch.equal(att.path_lengths(connectivity), bfs_lengths(connectivity))
+
+
+@pytest.mark.parametrize("n", [2, 7, 16])
+def test_longest_paths_of_attention_convolution_and_recurrence(n):
+    assert att.longest_path(torch.ones(n, n, dtype=torch.bool)) == 1
+    assert att.longest_path(att.causal_mask(n)) == 1
+    for radius in (1, 2, 3):
+        assert att.longest_path(band(n, radius)) == math.ceil((n - 1) / radius)
+    assert att.longest_path(recurrence(n)) == n - 1
+    assert att.longest_path(torch.eye(n, dtype=torch.bool)) == 0  # nothing connects
+
+
+def test_path_lengths_of_a_causal_layer_are_minus_one_backwards():
+    lengths = att.path_lengths(recurrence(5))
+    later = torch.arange(5)[:, None] - torch.arange(5)  # n - m
+    assert torch.equal(lengths, torch.where(later >= 0, later.clamp_min(1), -1))
+    assert lengths[4, 0] == 4  # four steps from the first token to the last
+
+
+def test_receptive_field_grows_one_radius_per_layer():
+    n, conv = 12, band(12, 1)
+    for layers in range(1, 5):
+        assert torch.equal(att.receptive_field(*[conv] * layers), band(n, layers))
+    lengths = att.path_lengths(conv)
+    for layers in range(1, n):
+        reach = att.receptive_field(*[conv] * layers)
+        assert torch.equal(reach, (lengths > 0) & (lengths <= layers))
+
+
+def test_dilated_convolutions_cover_the_sequence_in_log_layers():
+    n = 16
+    dilated = [band(n, 0) | band(n, 2**i) & ~band(n, 2**i - 1) for i in range(4)]
+    assert not att.receptive_field(*dilated[:3]).all()
+    assert att.receptive_field(*dilated).all()  # offsets up to 1 + 2 + 4 + 8 = 15
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: att.path_lengths(torch.ones(3, 3)), TypeError, "expected a boolean"),
+        (
+            lambda: att.path_lengths(torch.ones(3, 4, dtype=torch.bool)),
+            ShapeError,
+            r"expected a square \(N, N\) matrix, got \(3, 4\)",
+        ),
+        (lambda: att.receptive_field(), ValueError, "at least one layer"),
+        (
+            lambda: att.receptive_field(
+                torch.ones(3, 3, dtype=torch.bool), torch.ones(4, 4, dtype=torch.bool)
+            ),
+            ShapeError,
+            r"layers\[1\]: expected \(3, 3\) like layers\[0\], got \(4, 4\)",
+        ),
+    ],
+)
+def test_bad_connectivities_are_rejected(call, error, message):
+    with pytest.raises(error, match=message):
+        call()

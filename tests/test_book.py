@@ -7,19 +7,14 @@ fails on any cell error (``raise_on_error``) or Sphinx warning (``-W``).
 import html
 import json
 import re
-import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
+from book_helpers import ROOT, toc_files
 
-from transformer_course.book_assets import vendor_assets
+from transformer_course.exercises import chapter
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.book
 
 
@@ -52,35 +47,9 @@ class Resources(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    vendor_assets(ROOT / "_vendor")
-    out = tmp_path_factory.mktemp("book")
-    jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    command = [
-        str(jupyter_book),
-        "build",
-        str(ROOT),
-        "--path-output",
-        str(out),
-        "--all",
-        "-W",
-        "-n",
-        "--keep-going",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-6000:]
-    yield out / "_build" / "html"
-    shutil.rmtree(out, ignore_errors=True)
-
-
-def toc_files():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        for chapter in part["chapters"]:
-            files.append(chapter["file"])
-            files += [section["file"] for section in chapter.get("sections", [])]
-    return files
+def site(book_html):
+    """The built site (tests/conftest.py builds the book once per test run)."""
+    return book_html
 
 
 def test_every_toc_page_is_built(site):
@@ -165,6 +134,17 @@ def test_exercise_pages_show_stubs_not_solutions(site, name):
             )[0]
             for line in solution.strip().splitlines():
                 assert line.strip() not in text, line
+
+
+@pytest.mark.parametrize("number", [1, 2, 3])
+def test_quizzes_are_html_on_the_page_not_widget_snapshots(site, number):
+    name = {1: "01_tokens", 2: "02_attention", 3: "03_multihead"}[number]
+    page = (site / "exercises" / f"{name}.html").read_text(encoding="utf-8")
+    keys = re.findall(r'<form class="tc-quiz" data-quiz="([^"]+)"', page)
+    assert keys == list(chapter(number).quizzes)
+    # the exercise checks and the progress table stay widgets
+    views = page.count('<script type="application/vnd.jupyter.widget-view+json">')
+    assert views == len(chapter(number).exercises) + 1
 
 
 def test_chapter_one_ran_with_its_figures(site):

@@ -337,3 +337,73 @@ def test_empty_sequences_are_rejected(need_weights):
 def test_wrong_inputs_name_what_was_expected(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+# --- feature mixing (chapter 3): the Jacobian through the values ----------
+
+
+def jacobian(fn, x):
+    """(B, N, D) -> (B, N, D): Jacobian blocks (B, N, N, D, D) within each sequence."""
+    full = torch.autograd.functional.jacobian(fn, x)  # (B, N, D, B, N, D)
+    blocks = torch.stack(
+        [full[b, :, :, b] for b in range(x.shape[0])]
+    )  # (B, N, D, N, D)
+    return blocks.permute(0, 1, 3, 2, 4)  # (B, N, N, D, D): [b, n, m, i, j]
+
+
+@pytest.mark.parametrize(("d_model", "n_heads"), [(8, 1), (12, 3), (16, 4)])
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_feature_mixing_is_torchs_jacobian_with_respect_to_the_values(
+    d_model, n_heads, is_causal
+):
+    """Torch's layer takes values apart from queries and keys: its Jacobian in the
+    value input, with queries and keys fixed, is exactly Σ_h A_h[n, m] M_h."""
+    ours, reference = pair(d_model, n_heads, seed=3)
+    x = torch.randn(2, 5, d_model, dtype=F64)
+    causal = nn.Transformer.generate_square_subsequent_mask(5, dtype=F64)
+    mask = causal if is_causal else None
+    expected = jacobian(
+        lambda v: reference(x, x, v, attn_mask=mask, need_weights=False)[0], x
+    )
+    got = mh.feature_mixing(ours, x, is_causal=is_causal)
+    assert got.shape == (2, 5, 5, d_model, d_model)
+    torch.testing.assert_close(got, expected)
+
+
+def test_feature_mixing_is_the_whole_jacobian_when_the_weights_are_constant():
+    ours, _ = pair(12, 3, seed=4)
+    with torch.no_grad():
+        ours.qkv_proj.weight[:24].zero_()  # W_q = W_k = 0: uniform weights 1/N
+    x = torch.randn(2, 6, 12, dtype=F64)
+    torch.testing.assert_close(mh.feature_mixing(ours, x), jacobian(ours, x))
+    maps = mh.head_value_maps(ours).sum(0) / 6  # Σ_h M_h / N, for every pair
+    torch.testing.assert_close(mh.feature_mixing(ours, x), maps.expand(2, 6, 6, 12, 12))
+
+
+def test_identity_values_and_output_mix_no_features():
+    """W_v = W_O = I: M_h keeps head h's own features, so every block is diagonal,
+    and feature i of head h is averaged with that head's weights A_h[n, m]."""
+    ours, _ = pair(12, 3, bias=False, seed=5)
+    with torch.no_grad():
+        ours.qkv_proj.weight[24:] = torch.eye(12, dtype=F64)
+        ours.out_proj.weight.copy_(torch.eye(12, dtype=F64))
+    x = torch.randn(2, 4, 12, dtype=F64)
+    blocks = mh.feature_mixing(ours, x)  # (B, N, N, D, D)
+    off_diagonal = ~torch.eye(12, dtype=torch.bool)
+    assert (blocks[..., off_diagonal] == 0).all()
+    _, weights = ours(x, need_weights=True)  # (B, H, N, N)
+    per_feature = weights.repeat_interleave(4, dim=1)  # (B, D, N, N): d = 4
+    torch.testing.assert_close(
+        blocks.diagonal(dim1=-2, dim2=-1), per_feature.permute(0, 2, 3, 1)
+    )
+
+
+def test_diagonal_attention_is_a_linear_map_per_token():
+    """Turner: keeping only the diagonal of A interacts each token with itself."""
+    ours, _ = pair(12, 3, seed=6)
+    x = torch.randn(2, 5, 12, dtype=F64)
+    only_itself = torch.eye(5, dtype=torch.bool)
+    maps = mh.head_value_maps(ours).sum(0)  # (D, D)
+    value_bias = ours.qkv_proj.bias[24:] @ ours.out_proj.weight.T
+    expected = x @ maps.T + value_bias + ours.out_proj.bias
+    torch.testing.assert_close(ours(x, mask=only_itself), expected)

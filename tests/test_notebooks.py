@@ -30,10 +30,17 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_first_code_cell_installs_imports_seeds_and_picks_device(path):
+def test_first_code_cell_installs_imports_and_sets_up(path):
+    """`device = tc.setup(seed=0)` where a chapter computes on the device,
+    `tc.setup(seed=0)` alone where it does not (the template says which)."""
     first = "".join(code_cells(load(path))[0]["source"])
     assert COLAB_INSTALL in first
     assert "import transformer_course as tc" in first
+    assert "tc.setup(seed=" in first
+
+
+def test_template_shows_the_device():
+    first = "".join(code_cells(load(ROOT / "book" / "template.ipynb"))[0]["source"])
     assert "device = tc.setup(seed=" in first
 
 

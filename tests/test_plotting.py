@@ -1,18 +1,158 @@
-import matplotlib
+import matplotlib as mpl
 
-matplotlib.use("Agg")
+mpl.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
 import transformer_course as tc
+from transformer_course import plotting
 
 
 @pytest.fixture(autouse=True)
-def close_figures():
-    yield
+def course_style_then_clean_up():
+    """Each test draws in the course style, then restores matplotlib's settings."""
+    with mpl.rc_context():
+        tc.use_course_style()
+        yield
     plt.close("all")
+
+
+def tick_values(axis):
+    return [float(t) for t in axis.get_majorticklocs()]
+
+
+def visible_ticks(ax, which):
+    """The tick positions inside the axes' view, as floats."""
+    low, high = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    return [t for t in tick_values(axis) if low <= t <= high]
+
+
+# -- style ------------------------------------------------------------------------
+
+
+def test_course_style_sizes_read_in_the_content_column():
+    style = plotting.COURSE_STYLE
+    width, height = style["figure.figsize"]
+    assert 700 <= width * style["figure.dpi"] <= 800  # px: the book's content column
+    assert height < width
+    assert style["font.size"] >= 10
+    for key in ("xtick.labelsize", "ytick.labelsize", "legend.fontsize"):
+        assert style[key] >= 9, key  # tick labels of multi-panel figures too
+    assert style["figure.constrained_layout.use"] is True
+
+
+def test_use_course_style_sets_rcparams():
+    mpl.rcdefaults()
+    tc.use_course_style()
+    for key, value in plotting.COURSE_STYLE.items():
+        assert mpl.rcParams[key] == mpl.rcParams.validate[key](value), key
+    fig, _ = plt.subplots()
+    assert fig.get_layout_engine().__class__.__name__ == "ConstrainedLayoutEngine"
+    np.testing.assert_allclose(fig.get_size_inches(), (7.0, 4.0))
+
+
+# -- token axes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_tokens", [3, 4, 7, 16, 22, 100])
+@pytest.mark.parametrize("which", ["x", "y"])
+def test_token_axis_ticks_are_integers(n_tokens, which):
+    fig, ax = plt.subplots()
+    matrix = np.random.default_rng(0).random((n_tokens, n_tokens))
+    ax.imshow(matrix, aspect="auto")
+    tc.token_axis(ax, axis=which)
+    fig.canvas.draw()
+    ticks = visible_ticks(ax, which)
+    assert len(ticks) >= 2
+    assert all(t == int(t) for t in ticks), ticks
+    label = ax.get_xlabel() if which == "x" else ax.get_ylabel()
+    assert label == "token n"
+
+
+def test_without_token_axis_a_narrow_matrix_gets_fractional_ticks():
+    """Why the helper exists: matplotlib's default ticks a 4-wide image at halves."""
+    fig, ax = plt.subplots()
+    ax.imshow(np.zeros((16, 4)), aspect="auto")
+    fig.canvas.draw()
+    assert any(t != int(t) for t in visible_ticks(ax, "x"))
+    tc.token_axis(ax, label="pixel")
+    fig.canvas.draw()
+    assert visible_ticks(ax, "x") == [0.0, 1.0, 2.0, 3.0]
+    assert ax.get_xlabel() == "pixel"
+
+
+def test_token_axis_with_labels_puts_one_label_per_token():
+    _, ax = plt.subplots()
+    ax.imshow(np.zeros((3, 5)))
+    tc.token_axis(ax, ["To", " be", ",", " or", " not"], rotation=90)
+    assert tick_values(ax.xaxis) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "To",
+        " be",
+        ",",
+        " or",
+        " not",
+    ]
+    assert ax.get_xticklabels()[0].get_rotation() == 90
+    tc.token_axis(ax, range(3), axis="y", label=None)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1", "2"]
+    assert ax.get_ylabel() == ""
+
+
+def test_token_axis_rejects_a_bad_axis():
+    _, ax = plt.subplots()
+    with pytest.raises(ValueError, match="axis: expected 'x' or 'y', got 'z'"):
+        tc.token_axis(ax, axis="z")
+
+
+# -- patches ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("size", "p"), [(8, 2), (8, 4), (12, 3)])
+def test_patch_tokens_figure_shows_the_patchify_matrix(size, p):
+    image = torch.rand(1, size, size)
+    fig = tc.patch_tokens_figure(image, p, highlight=1, title="demo")
+    ax_image, ax_patch, ax_tokens = fig.axes
+    n_tokens = (size // p) ** 2
+    expected = tc.patchify(image[None], p)[0]  # (N, p·p)
+    np.testing.assert_allclose(ax_tokens.images[0].get_array(), expected.numpy())
+    np.testing.assert_allclose(ax_image.images[0].get_array(), image[0].numpy())
+    np.testing.assert_allclose(
+        ax_patch.images[0].get_array(), expected[1].reshape(p, p).numpy()
+    )
+    assert fig.get_suptitle() == "demo"
+    for ax in fig.axes:
+        assert ax.get_title()
+        assert ax.get_xlabel()
+        assert ax.get_ylabel()
+    fig.canvas.draw()
+    for ax in fig.axes:
+        for which in ("x", "y"):
+            assert all(t == int(t) for t in visible_ticks(ax, which))
+    assert ax_tokens.get_ylabel() == "token n"
+    assert ax_tokens.get_title() == f"tokens ({n_tokens}, {p * p})"
+    # the patch numbers drawn on the image: one per token
+    assert sorted(int(t.get_text()) for t in ax_image.texts) == list(range(n_tokens))
+
+
+def test_patch_tokens_figure_follows_the_inkiest_patch_by_default():
+    image = torch.zeros(8, 8)
+    image[4:6, 2:4] = 1.0  # patch 9 of a 4×4 grid of 2×2 patches
+    fig = tc.patch_tokens_figure(image, 2)
+    assert fig.axes[1].get_title() == "patch 9: vec order"
+
+
+def test_patch_tokens_figure_bad_inputs():
+    with pytest.raises(ValueError, match=r"one grey image .* got shape \(3, 8, 8\)"):
+        tc.patch_tokens_figure(torch.zeros(3, 8, 8), 2)
+    with pytest.raises(ValueError, match=r"highlight: expected a token in 0..15"):
+        tc.patch_tokens_figure(torch.zeros(8, 8), 2, highlight=16)
+
+
+# -- attention heatmaps -----------------------------------------------------------
 
 
 def test_labels_titles_and_annotations():
@@ -50,3 +190,17 @@ def test_bad_inputs_name_the_shapes():
         tc.attention_heatmap(torch.zeros(3, 3), ["a", "b"])
     with pytest.raises(ValueError, match=r"key_labels: expected 4 labels .* got 3"):
         tc.attention_heatmap(torch.zeros(2, 4), ["a", "b"], ["x", "y", "z"])
+
+
+@pytest.mark.parametrize("layout", ["constrained", "tight"])
+def test_heatmap_colorbar_works_with_either_layout(layout):
+    """The colour bar is an inset of its axes, so switching a constrained figure
+    to tight_layout (as older chapter cells do) is not an error."""
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        tc.attention_heatmap(torch.full((3, 3), 1 / 3), ax=ax)
+    assert len(axes[0].child_axes) == 1  # the colour bar
+    if layout == "tight":
+        with pytest.warns(UserWarning, match="layout has changed to tight"):
+            fig.tight_layout()
+    fig.canvas.draw()

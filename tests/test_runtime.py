@@ -1,11 +1,19 @@
 import random
 
+import matplotlib as mpl
 import numpy as np
 import pytest
 import torch
 
 import transformer_course as tc
-from transformer_course import runtime
+from transformer_course import plotting, runtime
+
+
+@pytest.fixture(autouse=True)
+def restore_rcparams():
+    """tc.setup() changes matplotlib's global settings; undo that after each test."""
+    with mpl.rc_context():
+        yield
 
 
 def draw():
@@ -66,6 +74,24 @@ def test_setup_sets_threads_and_seeds(monkeypatch):
         assert isinstance(device, torch.device)
     finally:
         torch.set_num_threads(before)
+
+
+def test_setup_applies_the_course_figure_style():
+    mpl.rcdefaults()
+    assert not mpl.rcParams["figure.constrained_layout.use"]
+    tc.setup(seed=0)
+    for key, value in plotting.COURSE_STYLE.items():
+        assert mpl.rcParams[key] == mpl.rcParams.validate[key](value), key
+    assert tuple(mpl.rcParams["figure.figsize"]) == (7.0, 4.0)
+    assert mpl.rcParams["figure.constrained_layout.use"]
+    assert mpl.rcParams["font.size"] >= 10
+
+
+def test_setup_can_leave_the_figure_style_alone():
+    mpl.rcdefaults()
+    tc.setup(seed=0, style=False)
+    assert tuple(mpl.rcParams["figure.figsize"]) == (6.4, 4.8)  # matplotlib's own
+    assert not mpl.rcParams["figure.constrained_layout.use"]
 
 
 def test_show_source_shows_the_real_code():

@@ -3,22 +3,31 @@
 Every chapter notebook starts with ``import transformer_course as tc``. Each idea
 lives in one module, roughly one per chapter:
 
-==============  =========================================================
-``shapes``      shape checks with clear messages (all chapters)
-``runtime``     seeding, device and threads (first cell of every chapter)
-``notation``    rows (N, D) versus Turner's columns D×N (Notation page)
-``data``        the text corpus and the digits images (chapters 1, 6, 7)
-``plotting``    attention heatmaps (chapters 2, 3)
-``tokens``      tokenizers (characters, words, BPE) and patches (chapter 1)
-``word_vectors`` co-occurrence word vectors and similarity (chapter 1)
-``attention``   softmax, scaled dot-product and additive attention (chapter 2)
-``benchmark``   time and peak tensor memory of a call (chapter 2 on)
-``multihead``   multi-head self-attention, both forms, torch conversion (chapter 3)
-==============  =========================================================
+================  ====================================================================
+``shapes``        shape checks with clear messages (all chapters)
+``runtime``       seeding, device, threads, figure style (first cell of every chapter)
+``notation``      rows (N, D) versus Turner's columns D×N (Notation page)
+``data``          the text corpus and the digits images (chapters 1, 6, 7)
+``plotting``      figure style, token axes, patches, attention heatmaps (all chapters)
+``tokens``        tokenizers (characters, words, BPE) and patches (chapter 1)
+``word_vectors``  co-occurrence word vectors and similarity (chapter 1)
+``attention``     softmax, scaled dot-product and additive attention (chapter 2)
+``benchmark``     time and peak tensor memory of a call (chapter 2 on)
+``multihead``     multi-head self-attention, both forms, torch conversion (chapter 3)
+``norms``         LayerNorm (Turner's TokenNorm), RMSNorm, BatchNorm (chapter 4)
+``block``         the transformer block: MLP, residuals, pre-/post-norm (chapter 4)
+``train``         the training loop and its checkpoints (chapters 4, 6, 7)
+``diagrams``      schematic figures of the attention equations (chapters 2, 3)
+================  ====================================================================
 
-Not imported by ``import transformer_course``: ``exercises`` (self-checking
-exercise notebooks), ``grade`` (``python -m transformer_course.grade``, the
-autograder) and ``book_assets`` (vendored JavaScript for offline reading).
+Not imported by ``import transformer_course``: ``diagrams`` (import it by
+name), ``exercises`` (self-checking exercise notebooks), ``grade``
+(``python -m transformer_course.grade``, the autograder) with ``sandbox`` (where
+graded code runs) and ``gradebook`` (grading a class through nbgrader), and
+``book_assets`` (vendored JavaScript for offline reading).
+
+The test tests/test_package.py lists the package's modules and checks that each
+is named here.
 """
 
 from .attention import (
@@ -30,10 +39,17 @@ from .attention import (
     scaled_dot_product_attention,
     softmax,
 )
+from .block import MLP, Block, BlockConfig
 from .data import Digits, load_digits, load_text
 from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .norms import LayerNorm, RMSNorm, batch_norm_tokens, layer_norm, rms_norm
 from .notation import average_columns, average_rows, to_columns, to_rows
-from .plotting import attention_heatmap
+from .plotting import (
+    attention_heatmap,
+    patch_tokens_figure,
+    token_axis,
+    use_course_style,
+)
 from .runtime import on_colab, pick_device, seed_everything, setup, show_source
 from .shapes import ShapeError, expect_shape
 from .tokens import (
@@ -45,6 +61,7 @@ from .tokens import (
     pretokenize,
     unpatchify,
 )
+from .train import History, TrainConfig, fit, learning_rate
 from .word_vectors import (
     cooccurrence,
     cosine_similarity_matrix,
@@ -56,47 +73,48 @@ from .word_vectors import (
 
 __version__ = "0.1.0"
 
-#: The package's modules, in the order the course introduces them.
-MODULES = (
-    "shapes",
-    "runtime",
-    "notation",
-    "data",
-    "plotting",
-    "tokens",
-    "word_vectors",
-)
-
 __all__ = [
-    "MODULES",
+    "MLP",
     "AdditiveAttention",
     "BPETokenizer",
+    "Block",
+    "BlockConfig",
     "CharTokenizer",
     "Digits",
+    "History",
+    "LayerNorm",
     "MultiHeadAttention",
+    "RMSNorm",
     "SelfAttention",
     "ShapeError",
+    "TrainConfig",
     "WordTokenizer",
     "additive_scores",
     "attention_heatmap",
     "attention_weights",
     "average_columns",
     "average_rows",
+    "batch_norm_tokens",
     "causal_mask",
     "cooccurrence",
     "cosine_similarity_matrix",
     "expect_shape",
+    "fit",
     "fit_word_vectors",
+    "layer_norm",
+    "learning_rate",
     "load_digits",
     "load_text",
     "merge_heads",
     "nearest",
     "on_colab",
     "one_hot_lookup",
+    "patch_tokens_figure",
     "patchify",
     "pick_device",
     "ppmi",
     "pretokenize",
+    "rms_norm",
     "scaled_dot_product_attention",
     "seed_everything",
     "setup",
@@ -106,5 +124,7 @@ __all__ = [
     "svd_vectors",
     "to_columns",
     "to_rows",
+    "token_axis",
     "unpatchify",
+    "use_course_style",
 ]

@@ -40,7 +40,11 @@ __all__ = [
     "attention_mask",
     "attention_weights",
     "causal_mask",
+    "longest_path",
     "masked_softmax",
+    "padding_mask",
+    "path_lengths",
+    "receptive_field",
     "scaled_dot_product_attention",
     "softmax",
 ]
@@ -96,6 +100,39 @@ def causal_mask(n_queries: int, n_keys: int | None = None, device=None) -> torch
             raise ValueError(f"{name}: expected a positive int, got {size!r}")
     allowed = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
     return allowed.tril(diagonal=n_keys - n_queries)  # (N_q, N_k)
+
+
+def padding_mask(lengths, n_keys: int, device=None) -> torch.Tensor:
+    """Boolean (B, 1, N_k) mask, True at the real tokens: key m of sequence b is real if m < lengths[b].
+
+    Sequences of different lengths are padded to a common N_k to make a batch;
+    the padding keys must get no weight. The mask broadcasts against scores
+    (B, N_q, N_k); for heads (B, H, N_q, N_k) use ``mask.unsqueeze(1)``, shape
+    (B, 1, 1, N_k). A sequence of length 0 masks every key: its queries are
+    fully masked rows and output zeros (chapter 2, masking).
+
+    Args:
+        lengths: B ints (a list or a 1-D integer tensor), each in 0..N_k.
+        n_keys: N_k, the padded length.
+    """
+    if not isinstance(n_keys, int) or isinstance(n_keys, bool) or n_keys < 1:
+        raise ValueError(f"n_keys: expected a positive int, got {n_keys!r}")
+    lengths = torch.as_tensor(lengths, device=device)
+    if (
+        lengths.ndim != 1
+        or lengths.dtype.is_floating_point
+        or lengths.dtype == torch.bool
+    ):
+        raise ValueError(
+            f"lengths: expected B integers (a 1-D integer tensor or list), got "
+            f"dtype {lengths.dtype} and shape {tuple(lengths.shape)}"
+        )
+    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > n_keys):
+        raise ValueError(
+            f"lengths: expected values in 0..{n_keys} (n_keys), got {lengths.tolist()}"
+        )
+    positions = torch.arange(n_keys, device=lengths.device)  # (N_k,)
+    return (positions < lengths[:, None]).unsqueeze(1)  # (B, 1, N_k)
 
 
 def attention_mask(
@@ -364,3 +401,83 @@ class SelfAttention(nn.Module):
             q, k, v, mask=mask, is_causal=is_causal, return_weights=True
         )
         return (out, weights) if need_weights else out
+
+
+def _expect_connectivity(connectivity: torch.Tensor, name: str) -> int:
+    """Check a boolean (N, N) connectivity; return N."""
+    if not isinstance(connectivity, torch.Tensor) or connectivity.dtype != torch.bool:
+        raise TypeError(
+            f"{name}: expected a boolean torch.Tensor (N, N), True where output n "
+            f"reads input m, got {getattr(connectivity, 'dtype', type(connectivity))}"
+        )
+    dims = expect_shape(connectivity, "N M", name)
+    if dims["N"] != dims["M"]:
+        raise ShapeError(
+            f"{name}: expected a square (N, N) matrix, got {tuple(connectivity.shape)}"
+        )
+    return dims["N"]
+
+
+def _compose(later: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
+    """Boolean matrix product: output n reaches input m through some middle m'."""
+    return (later.to(torch.float32) @ earlier.to(torch.float32)) > 0  # (N, N)
+
+
+def receptive_field(*layers: torch.Tensor) -> torch.Tensor:
+    """Which inputs each output can depend on after the given layers, in order.
+
+    Each layer is a boolean (N, N) connectivity, True at [n, m] where output n
+    of that layer reads input m: the convention of attention masks (full for
+    self-attention, a band for a convolution, a diagonal pair for one step of a
+    recurrence). Stacking layers composes them as boolean matrix products
+    (chapter 2, cost). Returns (N, N) bool.
+    """
+    if not layers:
+        raise ValueError("receptive_field: expected at least one layer")
+    n = _expect_connectivity(layers[0], "layers[0]")
+    reach = layers[0]
+    for i, layer in enumerate(layers[1:], start=1):
+        if _expect_connectivity(layer, f"layers[{i}]") != n:
+            raise ShapeError(
+                f"layers[{i}]: expected ({n}, {n}) like layers[0], got "
+                f"{tuple(layer.shape)}"
+            )
+        reach = _compose(layer, reach)
+    return reach
+
+
+def path_lengths(connectivity: torch.Tensor) -> torch.Tensor:
+    """The fewest layers through which input m can reach output n, every layer alike.
+
+    Breadth-first search written as boolean matrix powers: after L layers the
+    inputs reachable from output n are row n of ``connectivity`` to the power L
+    (:func:`receptive_field`); the path length is the first L at which m
+    appears. A graph on N positions needs at most N steps, so L runs to N.
+
+    Args:
+        connectivity: (N, N) bool, True where output n reads input m.
+
+    Returns:
+        (N, N) int64: the path length from input m to output n, or -1 where no
+        stack of such layers ever carries m to n (a causal layer never carries
+        information backwards).
+    """
+    n = _expect_connectivity(connectivity, "connectivity")
+    lengths = torch.full((n, n), -1, dtype=torch.int64, device=connectivity.device)
+    reach = connectivity
+    for layers in range(1, n + 1):
+        lengths[reach & (lengths < 0)] = layers  # reached for the first time
+        reach = _compose(connectivity, reach)
+    return lengths
+
+
+def longest_path(connectivity: torch.Tensor) -> int:
+    """The longest of the shortest paths between two different positions, in layers.
+
+    The maximum of :func:`path_lengths` over pairs n ≠ m that are connected at
+    all: 1 for self-attention, ⌈(N − 1)/r⌉ for a convolution of radius r (kernel
+    2r + 1), N − 1 for a recurrence (chapter 2, cost). 0 if no pair is connected.
+    """
+    lengths = path_lengths(connectivity)  # (N, N)
+    off_diagonal = ~torch.eye(len(lengths), dtype=torch.bool, device=lengths.device)
+    return int(lengths[off_diagonal].max().clamp_min(0)) if len(lengths) > 1 else 0

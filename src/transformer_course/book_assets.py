@@ -91,16 +91,64 @@ ASSETS = (
     ),
 )
 
-# The html-manager loads its icon fonts from the folder require.js thinks it came
-# from, which by default is the page's folder. Map it to the vendored copy.
+# Written next to the vendored files and loaded after require.js, before the
+# widget manager (nb_ipywidgets_js in _config.yml). Two fixes:
+# 1. Icon fonts. Each widget module finds its files (the Font Awesome fonts of
+#    the widget styles) in the folder require.js resolves its name to, by default
+#    the page's folder plus "@jupyter-widgets/": 404s. Map the modules' names to
+#    the vendored html-manager folder, where the fonts are.
+# 2. MathJax. The widget manager typesets widget labels with the MathJax 2 call
+#    MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); MathJax 3 has no Hub,
+#    so every widget view threw "Cannot read properties of undefined (reading
+#    'Queue')". Give MathJax 3 a Hub whose Queue typesets the same elements with
+#    MathJax.typesetPromise; before MathJax is ready it does nothing (MathJax
+#    typesets the whole page once it is).
 REQUIRE_CONFIG = """\
-// Written by transformer_course.book_assets: load the widget manager's files
-// (its icon fonts) from this folder instead of a CDN.
+// Written by transformer_course.book_assets (see REQUIRE_CONFIG there).
 (function () {
   var here = document.currentScript.src.replace(/[^/]*([?#].*)?$/, "");
   require.config({
-    paths: {"@jupyter-widgets/html-manager/dist": here + "html-manager"},
+    paths: {
+      "@jupyter-widgets/html-manager/dist": here + "html-manager",
+      "@jupyter-widgets": here + "html-manager",
+    },
   });
+
+  var hub = {
+    Queue: function () {
+      var mathjax = window.MathJax;
+      if (!mathjax || !mathjax.typesetPromise || !mathjax.startup) return;
+      var elements = [];
+      for (var i = 0; i < arguments.length; i++) {
+        var call = arguments[i];
+        if (Array.isArray(call) && call[0] === "Typeset" && call[2]) {
+          elements.push(call[2]);
+        }
+      }
+      if (!elements.length) return;
+      mathjax.startup.promise = mathjax.startup.promise
+        .then(function () { return mathjax.typesetPromise(elements); })
+        .catch(function (error) { console.warn("MathJax:", error); });
+    },
+  };
+  var mathjax = window.MathJax;
+  if (mathjax && mathjax.version) {
+    // MathJax 3 is already running.
+    if (!mathjax.Hub) mathjax.Hub = hub;
+    return;
+  }
+  if (!mathjax && !document.querySelector("script[src*='mathjax' i]")) return;
+  // MathJax is still to load: window.MathJax is its configuration (or nothing).
+  // Give the configuration a Hub for now, and the running MathJax one when ready.
+  mathjax = window.MathJax = mathjax || {};
+  mathjax.Hub = hub;
+  mathjax.startup = mathjax.startup || {};
+  var ready = mathjax.startup.ready;
+  mathjax.startup.ready = function () {
+    if (ready) ready();
+    else window.MathJax.startup.defaultReady();
+    window.MathJax.Hub = hub;
+  };
 })();
 """
 

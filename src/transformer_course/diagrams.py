@@ -13,8 +13,8 @@ carries its name and size as text (the tests read them back with
   (B, H, N, d) and back.
 
 Matrices are drawn as grids of cells so that shapes can be compared by eye. The
-figures are drawn in inches (one data unit = one inch) with fixed font sizes,
-so they read the same whatever the figure defaults are.
+figures set their own size and font sizes, so they read the same whatever the
+figure defaults are.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 NAME, SHAPE, SIGN = 14, 12, 20  # font sizes (points): names, shapes and notes, = ×
+SCALE = 0.8  # inches per data unit (see _canvas)
 HEAD_COLOURS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860")
 
 
@@ -48,8 +49,14 @@ def figure_text(fig: Figure) -> list[str]:
 
 
 def _canvas(width: float, height: float, title: str) -> tuple[Figure, Axes]:
-    """A figure with one frameless axes whose data units are inches."""
-    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    """A figure with one frameless axes, width × height data units.
+
+    One data unit is SCALE inches, so the text (in points) is 1/SCALE times
+    larger, relative to the shapes, than on a figure drawn in inches. The
+    figures stay about 8 inches wide and read at the book's width.
+    """
+    figsize = (width * SCALE, height * SCALE)
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
     ax.set_xlim(0, width)
     ax.set_ylim(0, height - 0.5)  # the title takes the top half inch
     ax.set_aspect("equal")
@@ -95,11 +102,11 @@ def _arrow(ax: Axes, start, end, text: str = "") -> None:
 
 
 def _node(ax: Axes, x, y, name: str, shape: str, colour: str) -> None:
-    """A rounded box centred at (x, y), 1.3 × 0.8 inches: a name over a shape."""
+    """A rounded box centred at (x, y), 1.5 × 0.8 units: a name over a shape."""
     ax.add_patch(
         FancyBboxPatch(
-            (x - 0.65, y - 0.4),
-            1.3,
+            (x - 0.75, y - 0.4),
+            1.5,
             0.8,
             boxstyle="round,pad=0.02,rounding_size=0.12",
             facecolor=colour,
@@ -123,9 +130,9 @@ def attention_as_average(d: int = 1, n: int = 3) -> Figure:
         raise ValueError(f"d, n: expected 0 ≤ d < {D} and 0 ≤ n < {N}, got {d}, {n}")
     A = np.random.default_rng(3).dirichlet(np.full(N, 0.6), size=N).T  # columns: 1
     shades = [[str(0.1 + 0.9 * a / A.max()) for a in row] for row in A]  # white: high
-    fig, ax = _canvas(9.6, 4.6, "Attention is a weighted average: Y = X A (Turner)")
+    fig, ax = _canvas(9.6, 5.1, "Attention is a weighted average: Y = X A (Turner)")
     red, blue = "#C44E52", "#4C72B0"
-    top = 3.0  # of Y and X; A is taller and centred on them
+    top = 3.45  # of Y and X; A is taller and centred on them
     w, h = N * cell, D * cell
     x_y, x_x, x_a = 0.45, 3.55, 6.65
     top_a = top + (N - D) * cell / 2
@@ -140,7 +147,7 @@ def attention_as_average(d: int = 1, n: int = 3) -> Figure:
         (x_x, top, h, "X", "D × N"),
         (x_a, top_a, N * cell, "A", "N × N"),
     ]:
-        _label(ax, x + w / 2, top_ + 0.25, name, NAME)
+        _label(ax, x + w / 2, top_ + 0.4, name, NAME)
         _label(ax, x + w / 2, top_ - height - 0.22, shape)
     _label(ax, x_y + w + 0.33, top - h / 2, "=", SIGN)
     _label(ax, x_x + w + 0.33, top - h / 2, "×", SIGN)
@@ -152,7 +159,7 @@ def attention_as_average(d: int = 1, n: int = 3) -> Figure:
         (x_a, "column n of A: the weights\nof output n (white = high)"),
     ]
     for x, note in notes:
-        _label(ax, x + w / 2, 0.45, note, va="center")
+        _label(ax, x + w / 2, 0.5, note, va="center")
     return fig
 
 
@@ -164,27 +171,43 @@ def qkv_graph() -> Figure:
     may not look; a softmax over each row gives the weights A (N, N), rows
     summing to 1; the output A v is (N, d_v).
     """
-    fig, ax = _canvas(9.7, 4.4, "Single-head self-attention: what is computed from what")
-    rows = {"q": 3.1, "k": 1.95, "v": 0.8}
+    fig, ax = _canvas(
+        9.3, 4.4, "Single-head self-attention: what is computed from what"
+    )
+    top, middle, bottom = 3.1, 1.95, 0.8
+    columns = [0.8, 2.7, 4.6, 6.5, 8.4]
     blue, orange, grey, green = "#DDE8F3", "#F6E3CF", "#ECECEC", "#DFF0DF"
-    _node(ax, 0.75, 1.95, "x", "(N, D)", blue)
-    for name, y in rows.items():
+    half = 0.75  # half a node's width
+    _node(ax, columns[0], middle, "x", "(N, D)", blue)
+    for name, y in {"q": top, "k": middle, "v": bottom}.items():
         width = "d_v" if name == "v" else "d_k"
-        _node(ax, 2.35, y, f"$W_{name}$", f"(D, {width})", orange)
-        _node(ax, 3.95, y, f"${name}$", f"(N, {width})", grey)
-        _arrow(ax, (1.42, 1.95), (1.68, y))
-        _arrow(ax, (3.02, y), (3.28, y))
-    _node(ax, 5.55, 2.55, r"$q\,k^\top/\sqrt{d_k}$", "scores (N, N)", green)
-    _node(ax, 7.15, 2.55, "+ mask", "−∞: may not look", green)
-    _node(ax, 8.75, 2.55, "softmax", "of each row", green)
-    _node(ax, 8.75, 0.8, "A v", "output (N, d_v)", blue)
-    _arrow(ax, (4.62, 3.1), (4.88, 2.7))
-    _arrow(ax, (4.62, 1.95), (4.88, 2.4))
-    _arrow(ax, (6.22, 2.55), (6.48, 2.55))
-    _arrow(ax, (7.82, 2.55), (8.08, 2.55))
-    _arrow(ax, (8.75, 2.13), (8.75, 1.22))
-    _label(ax, 7.55, 1.68, "weights A (N, N)\nrows sum to 1", SHAPE - 1)
-    _arrow(ax, (4.62, 0.8), (8.08, 0.8), "each output: an average of the values")
+        _node(ax, columns[1], y, f"$W_{name}$", f"(D, {width})", orange)
+        _node(ax, columns[2], y, f"${name}$", f"(N, {width})", grey)
+        _arrow(ax, (columns[0] + half, middle), (columns[1] - half, y))
+        _arrow(ax, (columns[1] + half, y), (columns[2] - half, y))
+    _node(ax, columns[3], top, r"$q\,k^\top/\sqrt{d_k}$", "scores (N, N)", green)
+    _node(ax, columns[4], top, "+ mask", "−∞ = blocked", green)
+    _node(ax, columns[4], middle, "softmax", "of each row", green)
+    _node(ax, columns[4], bottom, "A v", "output (N, d_v)", blue)
+    _arrow(ax, (columns[2] + half, top), (columns[3] - half, top))
+    _arrow(ax, (columns[2] + half, middle), (columns[3] - half, top - 0.3))
+    _arrow(ax, (columns[3] + half, top), (columns[4] - half, top))
+    _arrow(ax, (columns[4], top - 0.4), (columns[4], middle + 0.4))
+    _arrow(ax, (columns[4], middle - 0.4), (columns[4], bottom + 0.4))
+    _label(
+        ax,
+        columns[4] - 0.12,
+        (middle + bottom) / 2,
+        "weights A (N, N)",
+        SHAPE - 1,
+        ha="right",
+    )
+    _arrow(
+        ax,
+        (columns[2] + half, bottom),
+        (columns[4] - half, bottom),
+        "average the values",
+    )
     return fig
 
 
@@ -197,7 +220,9 @@ def multihead_as_sum(n_heads: int = 3) -> Figure:
     if not 1 <= n_heads <= len(HEAD_COLOURS):
         raise ValueError(f"n_heads: expected 1 to {len(HEAD_COLOURS)}, got {n_heads}")
     D, N, cell, step = 4, 5, 0.32, 0.13  # each head drawn up and to the right
-    fig, ax = _canvas(9.8, 4.4, "Multi-head self-attention as a sum over heads (Turner)")
+    fig, ax = _canvas(
+        9.8, 4.4, "Multi-head self-attention as a sum over heads (Turner)"
+    )
     top = 2.9
     h = D * cell
     middle = top - h / 2
@@ -206,11 +231,19 @@ def multihead_as_sum(n_heads: int = 3) -> Figure:
         top_ = top + (rows - D) * cell / 2
         for head in reversed(range(n_heads)):
             colour = HEAD_COLOURS[head]
-            _grid(ax, x + head * step, top_ + head * step, rows, cols, cell, colour,
-                  "white")
+            _grid(
+                ax,
+                x + head * step,
+                top_ + head * step,
+                rows,
+                cols,
+                cell,
+                colour,
+                "white",
+            )
         return top_ + (n_heads - 1) * step, top_ - rows * cell
 
-    x_y, x_m, x_x, x_a = 0.35, 3.3, 5.55, 7.75
+    x_y, x_m, x_x, x_a = 0.3, 3.2, 5.35, 7.55
     _grid(ax, x_y, top, D, N, cell)
     _grid(ax, x_x, top, D, N, cell, "0.85")
     m_top, m_bottom = stack(x_m, D, D)
@@ -224,10 +257,10 @@ def multihead_as_sum(n_heads: int = 3) -> Figure:
     ]:
         _label(ax, x + width / 2, top_ + 0.25, name, NAME)
         _label(ax, x + width / 2, bottom - 0.22, shape)
-    _label(ax, 2.3, middle, "=", SIGN)
-    _label(ax, 2.8, middle, r"$\sum_{h=1}^{H}$", SIGN)
-    _label(ax, 5.25, middle, "×", SIGN)
-    _label(ax, 7.45, middle, "×", SIGN)
+    _label(ax, 2.2, middle, "=", SIGN)
+    _label(ax, 2.7, middle, r"$\sum_{h=1}^{H}$", SIGN)
+    _label(ax, 5.05, middle, "×", SIGN)
+    _label(ax, 7.25, middle, "×", SIGN)
     _label(
         ax,
         4.9,
@@ -244,8 +277,9 @@ def split_merge_heads(n_heads: int = 3, d_head: int = 2, n_tokens: int = 4) -> F
 
     The D = H·d features of each token are coloured by the head that owns
     them: ``view`` cuts each row into H groups of d, ``transpose(1, 2)`` makes
-    the heads a batch dimension, and ``merge_heads`` undoes both. At most 6
-    heads, 4 features per head and 6 tokens, so that the drawing fits.
+    the heads a batch dimension (attention then runs on all heads at once), and
+    ``merge_heads`` undoes both. At most 6 heads, 4 features per head and 6
+    tokens, so that the drawing fits.
     """
     if not (1 <= n_heads <= 6 and 1 <= d_head <= 4 and 1 <= n_tokens <= 6):
         raise ValueError(
@@ -253,52 +287,86 @@ def split_merge_heads(n_heads: int = 3, d_head: int = 2, n_tokens: int = 4) -> F
             f"{n_heads}, {d_head}, {n_tokens}"
         )
     H, d, N = n_heads, d_head, n_tokens
-    cell, gap = min(0.3, 1.8 / (H * d)), 0.15  # a token's D features fit 1.8 in
+    cell, gap, between = min(0.26, 1.56 / (H * d)), 0.15, 0.15
     height = N * cell
-    fig, ax = _canvas(9.8, 2 * height + 3.2, "Splitting the features into heads, and merging them")
+    stack_height = H * height + (H - 1) * between
+    x1 = 0.55
+    x2 = x1 + H * d * cell + 1.9  # room for the arrows' labels
+    x3 = x2 + H * d * cell + (H - 1) * gap + 1.9
+    fig, ax = _canvas(
+        x3 + d * cell + 1.0,
+        max(2 * height + 3.0, stack_height + 1.6),
+        "Splitting the features into heads, and merging them",
+    )
+    top_row = ax.get_ylim()[1] - 0.6
+    bottom_row = 0.6 + height
 
     def tokens(x, top, spread=0.0):
         """One batch element: N rows of D features, coloured by head."""
         for head in range(H):
-            _grid(ax, x + head * (d * cell + spread), top, N, d, cell,
-                  HEAD_COLOURS[head], "white")
+            _grid(
+                ax,
+                x + head * (d * cell + spread),
+                top,
+                N,
+                d,
+                cell,
+                HEAD_COLOURS[head],
+                "white",
+            )
         return H * d * cell + (H - 1) * spread
 
-    top_row, bottom_row = 2 * height + 2.2, height + 0.75
-    x1, x2, x3 = 0.55, 3.55, 7.05
-    w1 = tokens(x1, top_row)
-    w2 = tokens(x2, top_row, gap)
+    w1, w2 = tokens(x1, top_row), tokens(x2, top_row, gap)
     tokens(x1, bottom_row)
     tokens(x2, bottom_row, gap)
     _label(ax, x1 - 0.2, top_row - height / 2, "N tokens", SHAPE - 1, rotation=90)
     _label(ax, x1 + w1 / 2, top_row + 0.05, "D = H·d features", SHAPE - 1, va="bottom")
-    # the heads as a batch: H grids of N × d, side by side in a separate block
+    # the heads as a batch dimension: H grids of N × d, one under the other
+    stack_top = (top_row + bottom_row - height) / 2 + stack_height / 2
     for head in range(H):
-        x = x3 + head * (d * cell + 0.35)
-        _grid(ax, x, (top_row + bottom_row) / 2 + height / 2, N, d, cell,
-              HEAD_COLOURS[head], "white")
-        _label(ax, x + d * cell / 2, (top_row + bottom_row) / 2 + height / 2 + 0.05,
-               f"head {head}", SHAPE - 1, va="bottom")
-    w3 = H * d * cell + (H - 1) * 0.35
-    middle = (top_row + bottom_row) / 2
-    for x, width, top_, shape in [
+        top = stack_top - head * (height + between)
+        _grid(ax, x3, top, N, d, cell, HEAD_COLOURS[head], "white")
+        _label(
+            ax,
+            x3 + d * cell + 0.1,
+            top - height / 2,
+            f"head {head}",
+            SHAPE - 1,
+            ha="left",
+        )
+    for x, width, top, shape in [
         (x1, w1, top_row, "(B, N, D)"),
         (x2, w2, top_row, "(B, N, H, d)"),
         (x1, w1, bottom_row, "(B, N, D)"),
         (x2, w2, bottom_row, "(B, N, H, d)"),
-        (x3, w3, middle + height / 2, "(B, H, N, d)"),
     ]:
-        _label(ax, x + width / 2, top_ - height - 0.2, shape)
-    _label(ax, x3 + w3 / 2, middle - height / 2 - 0.55,
-           "attention runs on all\nheads at once", SHAPE - 1, va="top")
-    _arrow(ax, (x1 + w1 + 0.1, top_row - height / 2), (x2 - 0.1, top_row - height / 2),
-           ".view(B, N, H, d)")
-    _arrow(ax, (x2 + w2 + 0.1, top_row - height / 2), (x3 - 0.1, middle + 0.2),
-           ".transpose(1, 2)")
-    _arrow(ax, (x3 - 0.1, middle - 0.2), (x2 + w2 + 0.1, bottom_row - height / 2),
-           ".transpose(1, 2)")
-    _arrow(ax, (x2 - 0.1, bottom_row - height / 2), (x1 + w1 + 0.1, bottom_row - height / 2),
-           ".reshape(B, N, D)")
-    _label(ax, 0.1, top_row + 0.5, "split_heads", NAME, ha="left", weight="bold")
-    _label(ax, 0.1, bottom_row + 0.5, "merge_heads", NAME, ha="left", weight="bold")
+        _label(ax, x + width / 2, top - height - 0.2, shape)
+    _label(ax, x3 + d * cell / 2, stack_top + 0.2, "(B, H, N, d)", va="bottom")
+    left, right = x1 + w1 + 0.1, x2 - 0.1
+    _arrow(
+        ax,
+        (left, top_row - height / 2),
+        (right, top_row - height / 2),
+        ".view(B, N, H, d)",
+    )
+    _arrow(
+        ax,
+        (right, bottom_row - height / 2),
+        (left, bottom_row - height / 2),
+        ".reshape(B, N, D)",
+    )
+    _arrow(
+        ax,
+        (x2 + w2 + 0.1, top_row - height / 2),
+        (x3 - 0.1, top_row - height / 2),
+        ".transpose(1, 2)",
+    )
+    _arrow(
+        ax,
+        (x3 - 0.1, bottom_row - height / 2),
+        (x2 + w2 + 0.1, bottom_row - height / 2),
+        ".transpose(1, 2)",
+    )
+    _label(ax, 0.1, top_row + 0.45, "split_heads", NAME, ha="left", weight="bold")
+    _label(ax, 0.1, bottom_row + 0.45, "merge_heads", NAME, ha="left", weight="bold")
     return fig

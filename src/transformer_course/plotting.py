@@ -1,18 +1,232 @@
-"""Figures the chapters share: attention heatmaps with token labels.
+"""Figures the chapters share: the course's figure style, token axes, heatmaps.
 
-Used from chapter 2 on (attention weights), and in chapter 3 for grids of heads.
+* :func:`use_course_style` (every chapter): figure size, resolution, font sizes
+  and constrained layout for the whole book. ``tc.setup()`` applies it, so each
+  chapter's figures read the same in the book's content column.
+* :func:`token_axis` (every chapter): an axis that counts tokens gets integer
+  ticks, or one label per token.
+* :func:`patch_tokens_figure` (chapters 1 and 7): an image, its patches, and the
+  (N, C·p·p) matrix of patch tokens that :func:`~transformer_course.patchify`
+  makes of it.
+* :func:`attention_heatmap` (chapters 2 and 3): an attention matrix with token
+  labels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, Literal
 
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
 
-__all__ = ["attention_heatmap"]
+from .tokens import patchify
+
+__all__ = [
+    "COURSE_STYLE",
+    "attention_heatmap",
+    "patch_tokens_figure",
+    "token_axis",
+    "use_course_style",
+]
+
+#: The course's matplotlib settings, applied by :func:`use_course_style`.
+#: The book's content column is about 700-800 px wide: a 7 × 4 in figure at
+#: 110 dpi is 770 × 440 px, shown at its natural size, so 10 pt text reads as
+#: 10 pt. Multi-panel figures share the width; their tick labels stay at 9 pt.
+COURSE_STYLE: dict[str, Any] = {
+    "figure.figsize": (7.0, 4.0),  # inches
+    "figure.dpi": 110,  # what the notebook and the book show
+    "savefig.dpi": "figure",
+    "figure.constrained_layout.use": True,  # titles, labels, colour bars never clash
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.title_fontsize": 9,
+    "figure.titlesize": 12,
+    "image.interpolation": "nearest",  # a matrix cell is a square, not a blur
+}
+
+
+def use_course_style() -> None:
+    """Apply :data:`COURSE_STYLE` to matplotlib (called by ``tc.setup()``).
+
+    With constrained layout on, figures need no ``fig.tight_layout()``; calling
+    it on a figure with a colour bar raises an error in matplotlib.
+    """
+    mpl.rcParams.update(COURSE_STYLE)
+
+
+def token_axis(
+    ax: Axes,
+    labels: Sequence[Any] | None = None,
+    *,
+    axis: Literal["x", "y"] = "x",
+    label: str | None = "token n",
+    rotation: float = 0.0,
+) -> Axes:
+    """Make ``axis`` of ``ax`` count tokens: integer ticks only.
+
+    Args:
+        ax: the axes, e.g. an ``imshow`` of a (N, D) token matrix.
+        labels: one label per token (strings, ids): a tick at each of
+            0..len(labels)-1 carries its label. When ``None``, matplotlib picks
+            how many ticks to show, but every one falls on an integer.
+        axis: ``"x"`` or ``"y"``.
+        label: the axis label (``None`` keeps the current one).
+        rotation: the angle of the tick labels, in degrees.
+
+    Returns:
+        ``ax``.
+    """
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis: expected 'x' or 'y', got {axis!r}")
+    which = ax.xaxis if axis == "x" else ax.yaxis
+    if labels is None:
+        # AutoLocator's choices (as many ticks as fit), restricted to integers
+        which.set_major_locator(
+            MaxNLocator(nbins="auto", steps=[1, 2, 2.5, 5, 10], integer=True)
+        )
+        which.set_tick_params(rotation=rotation)
+    else:
+        labels = [str(t) for t in labels]
+        which.set_ticks(range(len(labels)), labels, rotation=rotation)
+    which.set_minor_locator(plt.NullLocator())
+    if label is not None:
+        which.set_label_text(label)
+    return ax
+
+
+def _every(n: int, at_most: int) -> range | None:
+    """A label for each of n positions when they fit, else None (automatic ticks)."""
+    return range(n) if n <= at_most else None
+
+
+def patch_tokens_figure(
+    image: torch.Tensor | np.ndarray,
+    patch_size: int,
+    *,
+    highlight: int | None = None,
+    title: str | None = None,
+) -> Figure:
+    """An image cut into patches, one patch flattened, and the token matrix.
+
+    Three panels: the image with its patch grid and each patch's token number n;
+    patch ``highlight`` enlarged with its pixels numbered in the order ``vec``
+    flattens them (row by row); and the (N, p·p) matrix whose row n is patch n,
+    the output of :func:`~transformer_course.patchify` (Turner, figure 2).
+
+    Args:
+        image: (H, W) or (1, H, W) grey image; H and W divisible by p.
+        patch_size: p.
+        highlight: the token to follow through the three panels (default: the
+            patch with the most ink, so that it is visible).
+        title: an overall title.
+
+    Returns:
+        The figure.
+    """
+    pixels = torch.as_tensor(image, dtype=torch.float32)
+    if pixels.ndim == 3 and pixels.shape[0] == 1:
+        pixels = pixels[0]
+    if pixels.ndim != 2:
+        raise ValueError(
+            f"image: expected one grey image (H, W) or (1, H, W), got shape "
+            f"{tuple(torch.as_tensor(image).shape)}"
+        )
+    H, W = pixels.shape
+    p = patch_size
+    tokens = patchify(pixels[None, None], p)[0]  # (N, p·p)
+    N = tokens.shape[0]
+    if highlight is None:
+        highlight = int(tokens.sum(dim=1).argmax())
+    if not 0 <= highlight < N:
+        raise ValueError(f"highlight: expected a token in 0..{N - 1}, got {highlight}")
+    rows_of_patches, cols_of_patches = H // p, W // p
+    top, left = divmod(highlight, cols_of_patches)
+    vmax = float(pixels.max()) or 1.0
+    colour = "tab:red"
+
+    fig, (ax_image, ax_patch, ax_tokens) = plt.subplots(
+        1, 3, width_ratios=[W, 0.75 * W, max(0.45, 0.06 * p * p) * W]
+    )
+    ax_image.imshow(pixels.numpy(), cmap="gray_r", vmin=0, vmax=vmax)
+    for k in range(1, rows_of_patches):
+        ax_image.axhline(k * p - 0.5, color="tab:blue", linewidth=1)
+    for k in range(1, cols_of_patches):
+        ax_image.axvline(k * p - 0.5, color="tab:blue", linewidth=1)
+    for n in range(N):
+        r, c = divmod(n, cols_of_patches)
+        ax_image.text(
+            c * p - 0.4,
+            r * p - 0.4,
+            str(n),
+            color="tab:blue",
+            fontsize=9,
+            ha="left",
+            va="top",
+            bbox={
+                "boxstyle": "round,pad=0.1",
+                "fc": "white",
+                "ec": "none",
+                "alpha": 0.8,
+            },
+        )
+    ax_image.add_patch(
+        Rectangle(
+            (left * p - 0.5, top * p - 0.5),
+            p,
+            p,
+            fill=False,
+            color=colour,
+            linewidth=2.5,
+        )
+    )
+    token_axis(ax_image, _every(W, 8), label="pixel column")
+    token_axis(ax_image, _every(H, 8), axis="y", label="pixel row")
+    ax_image.set_title(f"{H}×{W} image, {N} patches of {p}×{p}")
+
+    patch = tokens[highlight].reshape(p, p)  # (p, p)
+    ax_patch.imshow(patch.numpy(), cmap="gray_r", vmin=0, vmax=vmax)
+    for i in range(p):
+        for j in range(p):
+            shade = "white" if patch[i, j] > vmax / 2 else "black"
+            ax_patch.text(
+                j, i, str(i * p + j), ha="center", va="center", color=shade, fontsize=10
+            )
+    for spine in ax_patch.spines.values():
+        spine.set(color=colour, linewidth=2.5)
+    token_axis(ax_patch, _every(p, 8), label="column in patch")
+    token_axis(ax_patch, _every(p, 8), axis="y", label="row in patch")
+    ax_patch.set_title(f"patch {highlight}: vec order")
+
+    ax_tokens.imshow(tokens.numpy(), cmap="gray_r", vmin=0, vmax=vmax, aspect="auto")
+    ax_tokens.add_patch(
+        Rectangle(
+            (-0.5, highlight - 0.5),
+            p * p,
+            1,
+            fill=False,
+            color=colour,
+            linewidth=2.5,
+            clip_on=False,
+        )
+    )
+    token_axis(ax_tokens, _every(p * p, 8), label="pixel (vec order)")
+    token_axis(ax_tokens, _every(N, 16), axis="y", label="token n")
+    ax_tokens.set_title(f"tokens ({N}, {p * p})")
+    if title is not None:
+        fig.suptitle(title)
+    return fig
 
 
 def _as_matrix(weights: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -81,8 +295,8 @@ def attention_heatmap(
             f"{matrix.shape}), got {len(key_labels)}"
         )
     if ax is None:
-        size = max(3.0, 0.45 * max(n_queries, n_keys) + 1.5)
-        _, ax = plt.subplots(figsize=(size + 1.0, size))
+        size = min(max(3.0, 0.4 * max(n_queries, n_keys) + 1.5), 6.0)
+        _, ax = plt.subplots(figsize=(size + 1.2, size))
     image = ax.imshow(matrix, cmap=cmap, vmin=0.0, vmax=max(1e-12, matrix.max()))
     ax.set_xticks(range(n_keys), key_labels, rotation=90)
     ax.set_yticks(range(n_queries), query_labels)
@@ -103,8 +317,12 @@ def attention_heatmap(
                     ha="center",
                     va="center",
                     color=colour,
-                    fontsize=8,
+                    fontsize=9,
                 )
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+        # The bar lives inside ax's own box (an inset), not in a slot taken from
+        # the figure: it then works under any layout engine, including a
+        # fig.tight_layout() on a figure that started constrained.
+        bar_axes = ax.inset_axes((1.04, 0.0, 0.05, 1.0))
+        ax.figure.colorbar(image, cax=bar_axes)
     return ax

@@ -1,7 +1,8 @@
-"""Seeding, device choice and thread settings: the first cell of every chapter.
+"""Seeding, device choice, thread settings and figure style: the first cell.
 
-``device = tc.setup(seed=0)`` makes a notebook deterministic and picks where it
-runs. See the chapter template (book/template.ipynb).
+``device = tc.setup(seed=0)`` makes a notebook deterministic, gives its figures
+the course's style and picks where it runs. See the chapter template
+(book/template.ipynb), which also says when a chapter uses ``device``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from .plotting import use_course_style
 
 __all__ = ["on_colab", "pick_device", "seed_everything", "setup", "show_source"]
 
@@ -65,18 +68,27 @@ def pick_device(prefer: str | None = None) -> torch.device:
     return torch.device(choice)
 
 
-def setup(seed: int = 0, device: str | None = None) -> torch.device:
-    """Seed everything, set thread count, and return the device to use.
+def setup(seed: int = 0, device: str | None = None, style: bool = True) -> torch.device:
+    """Seed everything, set thread count and figure style; return the device to use.
 
     Threads: PyTorch uses every core by default. ``TRANSFORMER_COURSE_THREADS``
     (or ``OMP_NUM_THREADS``) lowers that: on 2 shared cores, two processes with
     two threads each slow each other down ten-fold, so the test suite runs its
     workers with one thread each.
+
+    Figures: with ``style=True``, :func:`~transformer_course.plotting.use_course_style`
+    sets the course's figure size, resolution, fonts and constrained layout.
+
+    Device: the returned device is CUDA when there is a GPU (see
+    :func:`pick_device`). Chapters that train or compute at scale move their
+    models and batches to it; the rest compute on the CPU and may ignore it.
     """
     threads = os.environ.get(THREADS_ENV)
     if threads:
         torch.set_num_threads(int(threads))
     seed_everything(seed)
+    if style:
+        use_course_style()
     return pick_device(device)
 
 

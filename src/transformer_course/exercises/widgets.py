@@ -4,6 +4,10 @@ All grading logic lives in :mod:`.core` (code exercises) and in the small
 :class:`Quiz` classes below; these widgets only show results. Widgets write
 their results into ``HTML`` widgets rather than ``Output`` capture, so that they
 also work (and are tested) without a running kernel.
+
+A quiz's box (:class:`QuizBox`) also carries the same quiz as self-contained
+HTML and JavaScript (:mod:`.quiz_html`), which the book's static pages show
+instead of the widget, whose Python callbacks cannot run there.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
+from . import quiz_html
 from .core import NOT_ATTEMPTED, PASSED, Exercise, Report, run_exercise
+from .quiz_html import CHOOSE_FIRST, CORRECT, NOT_A_NUMBER, TYPE_FIRST, WRONG
 
-__all__ = ["MultipleChoice", "Numeric", "check_widget", "progress_widget"]
+__all__ = ["MultipleChoice", "Numeric", "QuizBox", "check_widget", "progress_widget"]
 
 # What this kernel has seen: exercise or quiz key -> "passed"/"failed"/"not attempted".
 PROGRESS: dict[str, str] = {}
@@ -92,6 +98,26 @@ def check_widget(exercise: Exercise, function: Callable | None):
     return box
 
 
+class QuizBox(widgets.VBox):
+    """A quiz as a widget, for Jupyter, that also carries itself as HTML.
+
+    Its mime bundle holds both the widget view and ``text/html`` (the quiz as
+    HTML and JavaScript, :mod:`.quiz_html`). Jupyter renders the widget view; the
+    book is configured to render the HTML (``nb_mime_priority_overrides`` in
+    ``_config.yml``), which works on a static page.
+    """
+
+    def __init__(self, children, *, fallback_html: str, **kwargs):
+        super().__init__(children, **kwargs)
+        self.fallback_html = fallback_html
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:  # None once the widget is closed
+            bundle["text/html"] = self.fallback_html
+        return bundle
+
+
 @dataclass
 class _Quiz:
     key: str
@@ -104,11 +130,15 @@ class _Quiz:
     def _control(self) -> widgets.Widget:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def html(self) -> str:  # pragma: no cover - abstract
+        """The quiz as self-contained HTML and JavaScript (see :mod:`.quiz_html`)."""
+        raise NotImplementedError
+
     def blank_message(self, value: object) -> str | None:
         """What to say when ``value`` is no answer yet (None when it is one)."""
-        return "Choose an answer first." if value is None else None
+        return CHOOSE_FIRST if value is None else None
 
-    def widget(self) -> widgets.VBox:
+    def widget(self) -> QuizBox:
         """The question, an answer control, a Submit button and the feedback."""
         PROGRESS.setdefault(self.key, NOT_ATTEMPTED)
         control = self._control()
@@ -122,17 +152,18 @@ class _Quiz:
                 return
             correct = self.grade(control.value)
             PROGRESS[self.key] = PASSED if correct else "failed"
-            verdict = "✅ Correct." if correct else "❌ Not quite."
+            verdict = CORRECT if correct else WRONG
             feedback.value = f"<b>{verdict}</b> {html.escape(self.explanation)}"
 
         submit.on_click(on_submit)
-        box = widgets.VBox(
+        box = QuizBox(
             [
                 widgets.HTML(f"<b>{html.escape(self.question)}</b>"),
                 control,
                 submit,
                 feedback,
-            ]
+            ],
+            fallback_html=self.html(),
         )
         box.control, box.submit, box.feedback = control, submit, feedback
         return box
@@ -174,6 +205,16 @@ class MultipleChoice(_Quiz):
     def grade(self, answer: object) -> bool:
         return answer == self.options[self.answer]
 
+    def html(self) -> str:
+        shown = self.shown()
+        return quiz_html.choice_quiz_html(
+            self.key,
+            self.question,
+            shown,
+            shown.index(self.options[self.answer]),
+            self.explanation,
+        )
+
     def _control(self) -> widgets.Widget:
         return widgets.RadioButtons(
             options=self.shown(), value=None, layout={"width": "max-content"}
@@ -207,9 +248,9 @@ class Numeric(_Quiz):
 
     def blank_message(self, value: object) -> str | None:
         if value is None or (isinstance(value, str) and not value.strip()):
-            return "Type a number first."
+            return TYPE_FIRST
         if parse_number(value) is None:
-            return f"Type a number (digits, optionally with commas): got {value!r}."
+            return NOT_A_NUMBER.format(value=repr(value))
         return None
 
     def grade(self, answer: object) -> bool:
@@ -220,6 +261,11 @@ class Numeric(_Quiz):
 
     def _control(self) -> widgets.Widget:
         return widgets.Text(value="", placeholder="a number", description="answer")
+
+    def html(self) -> str:
+        return quiz_html.number_quiz_html(
+            self.key, self.question, float(self.answer), self.rel_tol, self.explanation
+        )
 
 
 def progress_widget(

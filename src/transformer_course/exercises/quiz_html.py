@@ -1,0 +1,256 @@
+"""Quizzes as self-contained HTML and JavaScript, for pages with no kernel.
+
+A quiz in a running notebook is an ipywidgets box whose Submit button calls
+Python (:mod:`.widgets`). On the book's static pages no Python runs, so the same
+quiz also renders itself as the HTML below: a ``<form>`` with the question, the
+options in the order :meth:`MultipleChoice.shown` gives (or an empty text box for
+a number), a Submit button, a feedback line and the explanation in a toggle. A
+short inline script grades it in the browser; nothing is loaded from anywhere.
+
+The quiz box offers both views in one mime bundle (``widgets.QuizBox``): Jupyter
+shows the widget, and ``_config.yml`` tells myst-nb to prefer ``text/html`` over
+the widget view on the built pages (``nb_mime_priority_overrides``).
+
+The answer, the explanation and the verdicts are not written in the page as
+text: they travel as ``data-key``, a JSON object XOR-ed with a keystream seeded
+from the quiz key and base64-encoded (:func:`encode_payload`). That keeps them
+out of the page's text, its search index and a reader's glance; it is not a
+secret from anyone who reads the script.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Sequence
+
+__all__ = [
+    "CHOOSE_FIRST",
+    "CORRECT",
+    "NOT_A_NUMBER",
+    "TYPE_FIRST",
+    "WRONG",
+    "choice_quiz_html",
+    "decode_payload",
+    "encode_payload",
+    "number_quiz_html",
+]
+
+# What a quiz says, in the notebook and on the page alike.
+CHOOSE_FIRST = "Choose an answer first."
+TYPE_FIRST = "Type a number first."
+NOT_A_NUMBER = "Type a number (digits, optionally with commas): got {value}."
+CORRECT = "✅ Correct."
+WRONG = "❌ Not quite."
+# On the page the explanation waits in a toggle after a wrong answer.
+TRY_AGAIN = "Try again, or open the explanation."
+
+_MASK = 0xFFFFFFFF
+
+
+def _keystream(key: str, length: int) -> bytes:
+    """``length`` pseudo-random bytes from ``key``: FNV-1a seeds an xorshift32.
+
+    The script on the page computes the same bytes (see ``_SCRIPT``).
+    """
+    state = 0x811C9DC5
+    for byte in key.encode():
+        state = ((state ^ byte) * 0x01000193) & _MASK
+    state = state or 0x9E3779B9  # xorshift never leaves 0
+    out = bytearray()
+    for _ in range(length):
+        state ^= (state << 13) & _MASK
+        state ^= state >> 17
+        state ^= (state << 5) & _MASK
+        out.append(state & 0xFF)
+    return bytes(out)
+
+
+def encode_payload(key: str, payload: dict) -> str:
+    """``payload`` as JSON (UTF-8), XOR-ed with the keystream of ``key``, base64."""
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    mixed = bytes(a ^ b for a, b in zip(data, _keystream(key, len(data)), strict=True))
+    return base64.b64encode(mixed).decode("ascii")
+
+
+def decode_payload(key: str, encoded: str) -> dict:
+    """The inverse of :func:`encode_payload`."""
+    mixed = base64.b64decode(encoded)
+    data = bytes(a ^ b for a, b in zip(mixed, _keystream(key, len(mixed)), strict=True))
+    return json.loads(data.decode())
+
+
+# Scoped to .tc-quiz; colours follow the book theme (pydata-sphinx-theme
+# variables, light and dark) with plain fallbacks elsewhere.
+_STYLE = """\
+.tc-quiz{border:1px solid var(--pst-color-border,#d0d7de);border-radius:.4em;\
+padding:.7em 1em;margin:.5em 0;max-width:48em}\
+.tc-quiz-question{margin:0 0 .5em;font-weight:600}\
+.tc-quiz-options{margin:0;padding:0;border:0}\
+.tc-quiz-option{display:flex;gap:.6em;align-items:baseline;margin:.25em 0;\
+cursor:pointer}\
+.tc-quiz-number{display:block}\
+.tc-quiz-number input{margin-left:.5em;padding:.2em .4em;width:12em;\
+border:1px solid var(--pst-color-border,#8c959f);border-radius:.3em;\
+background:var(--pst-color-background,#fff);color:inherit}\
+.tc-quiz-submit{margin-top:.6em;padding:.25em 1.2em;cursor:pointer;\
+border:1px solid var(--pst-color-border,#8c959f);border-radius:.3em;\
+background:var(--pst-color-surface,#f6f8fa);color:var(--pst-color-text-base,inherit)}\
+.tc-quiz-submit:hover{border-color:var(--pst-color-primary,#0969da)}\
+.tc-quiz-feedback{margin:.6em 0 0}\
+.tc-quiz-feedback:empty{display:none}\
+.tc-quiz-feedback.tc-quiz-pass b{color:var(--pst-color-success,#1a7f37)}\
+.tc-quiz-feedback.tc-quiz-fail b{color:var(--pst-color-danger,#cf222e)}\
+.tc-quiz details.toggle-details{margin:.6em 0 0}\
+"""
+
+# Defines window.tcQuiz once per page, then wires every quiz not yet wired (so it
+# does not matter which quiz's copy of the script runs first, or how often).
+_SCRIPT = """\
+(function () {
+  if (!window.tcQuiz) {
+    var keystream = function (key, n) {
+      var state = 0x811c9dc5, bytes = new TextEncoder().encode(key), i;
+      for (i = 0; i < bytes.length; i++) {
+        state = Math.imul(state ^ bytes[i], 0x01000193) >>> 0;
+      }
+      state = state || 0x9e3779b9;
+      var out = new Uint8Array(n);
+      for (i = 0; i < n; i++) {
+        state ^= state << 13; state ^= state >>> 17; state ^= state << 5;
+        out[i] = state & 255;
+      }
+      return out;
+    };
+    var decode = function (form) {
+      var raw = atob(form.getAttribute("data-key"));
+      var stream = keystream(form.getAttribute("data-quiz"), raw.length);
+      var bytes = new Uint8Array(raw.length);
+      for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i) ^ stream[i];
+      return JSON.parse(new TextDecoder("utf-8").decode(bytes));
+    };
+    var parseNumber = function (text) {
+      var cleaned = text.trim().replace(/[,_\\s]/g, "");
+      if (!/^[+-]?(\\d+\\.?\\d*|\\.\\d+)(e[+-]?\\d+)?$/i.test(cleaned)) return null;
+      var value = Number(cleaned);
+      return isFinite(value) ? value : null;
+    };
+    var grade = function (form, data) {
+      if (form.getAttribute("data-kind") === "choice") {
+        var picked = form.querySelector("input[name=choice]:checked");
+        if (!picked) return {message: data.blank};
+        return {pass: Number(picked.value) === data.answer};
+      }
+      var text = form.querySelector("input[name=number]").value;
+      if (!text.trim()) return {message: data.blank};
+      var value = parseNumber(text);
+      if (value === null) {
+        return {message: data.invalid.replace("{value}", "'" + text + "'")};
+      }
+      var gap = Math.abs(value - data.answer);
+      var scale = Math.max(Math.abs(value), Math.abs(data.answer));
+      return {pass: gap <= Math.max(data.rel_tol * scale, 1e-12)};
+    };
+    var submit = function (event) {
+      event.preventDefault();
+      var form = event.currentTarget, data = decode(form);
+      var feedback = form.querySelector(".tc-quiz-feedback");
+      var details = form.querySelector("details");
+      var result = grade(form, data);
+      feedback.className = "tc-quiz-feedback";
+      feedback.textContent = "";
+      if (result.message) {
+        feedback.textContent = result.message;
+        return;
+      }
+      var verdict = document.createElement("b");
+      verdict.textContent = result.pass ? data.right : data.wrong;
+      feedback.appendChild(verdict);
+      if (!result.pass) feedback.appendChild(document.createTextNode(" " + data.again));
+      feedback.classList.add(result.pass ? "tc-quiz-pass" : "tc-quiz-fail");
+      var body = details.querySelector(".tc-quiz-explanation");
+      body.textContent = data.explanation;
+      details.hidden = false;
+      details.open = result.pass;
+      if (window.MathJax && MathJax.typesetPromise) MathJax.typesetPromise([body]);
+    };
+    window.tcQuiz = function () {
+      var forms = document.querySelectorAll("form.tc-quiz:not([data-ready])");
+      for (var i = 0; i < forms.length; i++) {
+        forms[i].setAttribute("data-ready", "");
+        forms[i].addEventListener("submit", submit);
+      }
+    };
+  }
+  window.tcQuiz();
+})();
+"""
+
+_CHEVRON = (
+    '<svg class="tb-icon toggle-chevron-right" width="44" height="44" '
+    'viewBox="0 0 24 24" stroke-width="1.5" stroke="currentColor" fill="none" '
+    'stroke-linecap="round" stroke-linejoin="round" aria-hidden="true">'
+    '<polyline points="9 6 15 12 9 18"/></svg>'
+)
+
+
+def _form(key: str, kind: str, question: str, control: str, payload: dict) -> str:
+    """The quiz markup shared by both kinds; ``control`` is the answer input."""
+    payload = {
+        "right": CORRECT,
+        "wrong": WRONG,
+        "again": TRY_AGAIN,
+        **payload,
+    }
+    # The explanation toggle looks like the book's other toggles
+    # (sphinx-togglebutton's classes) and is a plain <details> everywhere else.
+    return (
+        f'<form class="tc-quiz" data-quiz="{html.escape(key)}" data-kind="{kind}" '
+        f'data-key="{encode_payload(key, payload)}" autocomplete="off">'
+        f'<p class="tc-quiz-question">{html.escape(question)}</p>'
+        f"{control}"
+        '<button type="submit" class="tc-quiz-submit">Submit</button>'
+        '<p class="tc-quiz-feedback" role="status" aria-live="polite"></p>'
+        '<details class="toggle-details" hidden>'
+        f'<summary class="toggle-details__summary">{_CHEVRON}'
+        '<span class="toggle-details__summary-text">Explanation</span></summary>'
+        '<p class="tc-quiz-explanation"></p></details>'
+        "</form>"
+        f"<style>{_STYLE}</style>"
+        f"<script>{_SCRIPT}</script>"
+    )
+
+
+def choice_quiz_html(
+    key: str, question: str, shown: Sequence[str], answer: int, explanation: str
+) -> str:
+    """A multiple-choice quiz: ``shown`` options in that order, ``shown[answer]``
+    right. Every option has the same markup; only the payload knows ``answer``."""
+    options = "".join(
+        '<label class="tc-quiz-option">'
+        f'<input type="radio" name="choice" value="{index}">'
+        f"<span>{html.escape(option)}</span></label>"
+        for index, option in enumerate(shown)
+    )
+    control = f'<div class="tc-quiz-options" role="radiogroup">{options}</div>'
+    payload = {"answer": answer, "blank": CHOOSE_FIRST, "explanation": explanation}
+    return _form(key, "choice", question, control, payload)
+
+
+def number_quiz_html(
+    key: str, question: str, answer: float, rel_tol: float, explanation: str
+) -> str:
+    """A numeric quiz: a text box that starts empty, right within ``rel_tol``."""
+    control = (
+        '<label class="tc-quiz-number">answer<input type="text" name="number" '
+        'value="" placeholder="a number" inputmode="decimal"></label>'
+    )
+    payload = {
+        "answer": answer,
+        "rel_tol": rel_tol,
+        "blank": TYPE_FIRST,
+        "invalid": NOT_A_NUMBER,
+        "explanation": explanation,
+    }
+    return _form(key, "number", question, control, payload)

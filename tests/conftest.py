@@ -1,0 +1,80 @@
+"""Fixtures shared by test files: the book, built once per test run.
+
+``make test`` runs two pytest workers (``-n 2 --dist loadfile``), each with its
+own session, and both tests/test_book.py and tests/test_browser.py need the
+built book. The first worker to ask builds it into a folder the workers share
+(the run's temporary root); a file lock makes the other wait for that build and
+reuse it, or its failure, instead of building again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from book_helpers import ROOT, build_book
+
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+
+
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every worker of this run sees (the plain base temp without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def book_html(tmp_path_factory) -> Path:
+    """The built site's html folder; the book is built once for all workers.
+
+    ``BOOK_HTML=path/to/_build/html`` checks a site built earlier instead (no
+    build, so not a test of the current notebooks).
+    """
+    if os.environ.get("BOOK_HTML"):
+        return Path(os.environ["BOOK_HTML"]).resolve()
+    shared = _shared_folder(tmp_path_factory)
+    out = shared / "book"
+    record = shared / "book-build.json"
+    with (shared / "book-build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not record.is_file():
+            record.write_text(json.dumps(build_book(out)))
+        result = json.loads(record.read_text())
+    assert result["returncode"] == 0, result["log"]
+    return out / "_build" / "html"
+
+
+def pytest_sessionstart(session):
+    session.config._started = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The browser test's results per page, when it ran in this session."""
+    started = getattr(config, "_started", time.time())
+    paths = SCREENSHOTS.glob("*.json") if SCREENSHOTS.is_dir() else []
+    reports = sorted(
+        (
+            json.loads(path.read_text())
+            for path in paths
+            if path.stat().st_mtime >= started
+        ),
+        key=lambda record: record["page"],
+    )
+    if not reports:
+        return
+    write = terminalreporter.write_line
+    write(f"browser test: screenshots and reports in {SCREENSHOTS}")
+    write(
+        f"{'page':28} {'JS errors':>9} {'failed requests':>15} {'load ms':>8} "
+        f"{'ready ms':>8}"
+    )
+    for record in reports:
+        write(
+            f"{record['page']:28} {len(record['js_errors']):>9} "
+            f"{len(record['failed_requests']):>15} {record['load_ms']:>8} "
+            f"{record['ready_ms']:>8}"
+        )

@@ -1,0 +1,328 @@
+"""Open every page of the built book in a real browser, as an offline reader would.
+
+Chromium (Debian's, driven by Playwright from PyPI) loads each page from a
+server on 127.0.0.1; every request to anywhere else is aborted, and counts as a
+failure. A page fails on a JavaScript error, a failed request, raw TeX left in
+its text, a broken image, or widgets that never render; on exercise pages every
+quiz must answer clicks (no answer, a wrong one, the right one).
+
+A full-page screenshot of each page, a screenshot of each answered quiz, and
+one JSON report per page (JS errors, failed requests, load and render times) go
+to _build/screenshots/; ``make test`` prints the table at the end.
+
+Skipped, with a one-line reason, when Chromium or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from book_helpers import ROOT, toc_files
+
+from transformer_course.exercises import CHAPTERS, chapter
+from transformer_course.exercises.widgets import MultipleChoice
+
+pytestmark = [pytest.mark.book, pytest.mark.browser]
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+if not Path(CHROMIUM).is_file():
+    pytest.skip(
+        f"browser test: no Chromium at {CHROMIUM} (apt-get install chromium)",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="browser test: Playwright is not installed"
+)
+
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+# Messages that every page logs and that do no harm, with the reason.
+HARMLESS = {
+    # sphinx-thebe emits its configuration twice on every page (TOOLING.md)
+    "Identifier 'THEBE_JS_URL' has already been declared",
+    # pydata-sphinx-theme, on a first visit (no light/dark choice stored yet)
+    "Got invalid theme mode: . Resetting to auto.",
+}
+# Pages: every page of the table of contents, and Sphinx's own two.
+PAGES = [*toc_files(), "genindex", "search"]
+
+# Text on the page (outside code, outputs and typeset math) that is TeX which
+# MathJax did not typeset.
+RAW_TEX = re.compile(
+    r"\$\$|\\\(|\\\)|\\\[|\\\]|\\begin\{|\\end\{"
+    r"|\\(frac|sqrt|sum|prod|mathbf|mathrm|mathcal|operatorname|text|left|right"
+    r"|cdot|times|top|alpha|beta|gamma|sigma|mu|softmax|label|eqref)\b"
+)
+VISIBLE_TEXT = """() => {
+  const skip = "script, style, pre, code, textarea, noscript, svg, mjx-container, \
+.highlight, .MathJax";
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  while (walker.nextNode()) {
+    const node = walker.currentNode;
+    const parent = node.parentElement;
+    if (!parent || parent.closest(skip)) continue;
+    if (parent.closest("[hidden]") || !parent.getClientRects().length) continue;
+    if (node.textContent.trim()) texts.push(node.textContent);
+  }
+  return texts;
+}"""
+BROKEN_IMAGES = """() => Array.from(document.images)
+  .filter(image => !image.complete || image.naturalWidth === 0)
+  .map(image => image.getAttribute("src"))"""
+WIDGETS_RENDERED = """() => Array.from(document.querySelectorAll(
+    'script[type="application/vnd.jupyter.widget-view+json"]'))
+  .every(view => view.previousElementSibling &&
+                 view.previousElementSibling.classList.contains("widget-subarea"))"""
+MATHJAX_STARTED = """() => !document.querySelector("script[src*='mathjax' i]") ||
+  Boolean(window.MathJax && MathJax.startup && MathJax.startup.promise)"""
+MATHJAX_DONE = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+}"""
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # no request log in the test output
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(book_html):
+    """The built site, served on 127.0.0.1 (a free port)."""
+    handler = functools.partial(QuietHandler, directory=str(book_html))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if SCREENSHOTS.exists():
+        shutil.rmtree(SCREENSHOTS)
+    SCREENSHOTS.mkdir(parents=True)
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
+        yield chromium
+        chromium.close()
+
+
+class PageVisit:
+    """One page opened in a fresh browser context, with what went wrong."""
+
+    def __init__(self, browser, base: str, path: str):
+        self.base = base
+        self.js_errors: list[str] = []
+        self.failed_requests: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context.route("**/*", self._only_loopback)
+        self.page = self.context.new_page()
+        self.page.on("pageerror", lambda error: self._js_error(error.message))
+        self.page.on("console", self._console)
+        self.page.on("requestfailed", self._request_failed)
+        self.page.on("response", self._response)
+        try:
+            self._open(path)
+        except Exception:
+            self.close()
+            raise
+
+    def _open(self, path: str) -> None:
+        start = time.perf_counter()
+        self.page.goto(self.base + path, wait_until="load")
+        self.load_ms = round(1000 * (time.perf_counter() - start))
+        # Ready: MathJax has typeset the page and every widget view is drawn.
+        self.page.wait_for_function(MATHJAX_STARTED, timeout=20_000)
+        self.page.evaluate(MATHJAX_DONE)
+        try:
+            self.page.wait_for_function(WIDGETS_RENDERED, timeout=20_000)
+            self.widgets_rendered = True
+        except sync_api.TimeoutError:
+            self.widgets_rendered = False
+        self.ready_ms = round(1000 * (time.perf_counter() - start))
+
+    def _only_loopback(self, route):
+        host = urlsplit(route.request.url).hostname
+        if route.request.url.startswith("data:") or host == "127.0.0.1":
+            route.continue_()
+        else:
+            route.abort()  # reported by the requestfailed handler
+
+    def _js_error(self, message: str) -> None:
+        if not any(harmless in message for harmless in HARMLESS):
+            self.js_errors.append(message)
+
+    def _console(self, message) -> None:
+        # failed loads are reported (with their URL) as failed requests
+        if message.type == "error" and "Failed to load resource" not in message.text:
+            self._js_error(f"console.error: {message.text}")
+
+    def _request_failed(self, request) -> None:
+        self.failed_requests.append(f"{request.url} ({request.failure})")
+
+    def _response(self, response) -> None:
+        if response.status >= 400:
+            self.failed_requests.append(f"{response.url} (HTTP {response.status})")
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def report(name: str, visit: PageVisit, **extra) -> None:
+    """Write this page's results next to its screenshot (printed by conftest)."""
+    record = {
+        "page": name,
+        "js_errors": visit.js_errors,
+        "failed_requests": sorted(set(visit.failed_requests)),
+        "load_ms": visit.load_ms,
+        "ready_ms": visit.ready_ms,
+        **extra,
+    }
+    path = SCREENSHOTS / f"{name.replace('/', '-')}.json"
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False))
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders_cleanly_offline(browser, server, name):
+    visit = PageVisit(browser, server, f"{name}.html")
+    try:
+        page = visit.page
+        raw_tex = sorted(
+            {
+                text.strip()[:80]
+                for text in page.evaluate(VISIBLE_TEXT)
+                if RAW_TEX.search(text)
+            }
+        )
+        broken = page.evaluate(BROKEN_IMAGES)
+        start = time.perf_counter()
+        page.screenshot(
+            path=SCREENSHOTS / f"{name.replace('/', '-')}.png",
+            full_page=True,
+            animations="disabled",
+        )
+        screenshot_ms = round(1000 * (time.perf_counter() - start))
+        report(
+            name,
+            visit,
+            raw_tex=raw_tex,
+            broken_images=broken,
+            widgets_rendered=visit.widgets_rendered,
+            screenshot_ms=screenshot_ms,
+        )
+        assert not visit.js_errors, f"{name}: JavaScript errors {visit.js_errors}"
+        assert not visit.failed_requests, f"{name}: failed {visit.failed_requests}"
+        assert not raw_tex, f"{name}: raw TeX on the page: {raw_tex}"
+        assert not broken, f"{name}: broken images {broken}"
+        assert visit.widgets_rendered, f"{name}: widget views not rendered in 20 s"
+    finally:
+        visit.close()
+
+
+def test_every_built_page_is_visited(book_html):
+    built = {
+        str(path.relative_to(book_html).with_suffix(""))
+        for path in book_html.rglob("*.html")
+        if "_static" not in path.parts
+    }
+    assert built == {*PAGES, "index"}
+
+
+def test_the_front_door_leads_to_the_introduction(browser, server):
+    visit = PageVisit(browser, server, "index.html")
+    try:
+        visit.page.wait_for_url("**/book/intro.html", timeout=10_000)
+        assert not visit.js_errors
+        assert not visit.failed_requests
+    finally:
+        visit.close()
+
+
+EXERCISE_PAGES = [name for name in toc_files() if name.startswith("exercises/")]
+
+
+def chapter_of(name: str) -> int:
+    """exercises/02_attention -> 2"""
+    return int(Path(name).name.split("_", 1)[0])
+
+
+def expect_text(locator, text: str) -> None:
+    sync_api.expect(locator).to_contain_text(text, timeout=5_000)
+
+
+@pytest.mark.parametrize("name", EXERCISE_PAGES)
+def test_quizzes_answer_clicks_without_a_kernel(browser, server, name):
+    """Each quiz on the page: Submit with no answer, a wrong answer, the right one.
+
+    The right answer comes from the quiz definitions in Python, so this also
+    checks that the page's script decodes what :mod:`.quiz_html` encoded.
+    """
+    assert chapter_of(name) in CHAPTERS
+    quizzes = chapter(chapter_of(name)).quizzes
+    visit = PageVisit(browser, server, f"{name}.html")
+    try:
+        forms = visit.page.locator("form.tc-quiz")
+        keys = [forms.nth(i).get_attribute("data-quiz") for i in range(forms.count())]
+        assert keys == list(quizzes), "every quiz is on the page, as HTML, in order"
+        for index, key in enumerate(keys):
+            quiz, form = quizzes[key], forms.nth(index)
+            feedback = form.locator(".tc-quiz-feedback")
+            explanation = form.locator("details")
+            submit = form.locator("button.tc-quiz-submit")
+            submit.click()
+            expect_text(feedback, quiz.blank_message(None))
+            assert explanation.is_hidden()
+            if isinstance(quiz, MultipleChoice):
+                shown = quiz.shown()
+                right = shown.index(quiz.options[quiz.answer])
+                options = form.locator("label.tc-quiz-option")
+                assert [options.nth(i).inner_text() for i in range(len(shown))] == shown
+                options.nth((right + 1) % len(shown)).click()
+                submit.click()
+                expect_text(feedback, "Not quite")
+                assert explanation.is_visible()  # offered, closed
+                assert explanation.get_attribute("open") is None
+                options.nth(right).click()
+            else:
+                box = form.locator("input[name=number]")
+                assert box.input_value() == ""  # starts blank, like the widget
+                box.fill("a lot")
+                submit.click()
+                expect_text(feedback, "Type a number")
+                box.fill(str(quiz.answer * 2 + 1))
+                submit.click()
+                expect_text(feedback, "Not quite")
+                box.fill(f"{quiz.answer:,}")  # with commas, as a learner types it
+            submit.click()
+            expect_text(feedback, "Correct")
+            sync_api.expect(explanation).to_have_attribute("open", "")
+            expect_text(explanation, quiz.explanation)
+            form.screenshot(
+                path=SCREENSHOTS / f"{name.replace('/', '-')}.{key}.png",
+                animations="disabled",
+            )
+        assert not visit.js_errors, visit.js_errors
+    finally:
+        visit.close()

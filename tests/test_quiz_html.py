@@ -1,0 +1,140 @@
+"""Quizzes as HTML for the book's pages (transformer_course.exercises.quiz_html).
+
+The browser test (tests/test_browser.py) clicks them; these check the markup:
+every option in the shown order, nothing that gives the answer away, nothing
+loaded from outside, and the book configured to show the HTML.
+"""
+
+import base64
+import html
+import re
+
+import pytest
+import yaml
+from book_helpers import ROOT
+from myst_nb.core.render import get_mime_priority
+
+from transformer_course.exercises import CHAPTERS, chapter
+from transformer_course.exercises import quiz_html as qh
+from transformer_course.exercises.widgets import MultipleChoice, Numeric
+
+QUIZZES = [quiz for number in CHAPTERS for quiz in chapter(number).quizzes.values()]
+CHOICES = [quiz for quiz in QUIZZES if isinstance(quiz, MultipleChoice)]
+NUMBERS = [quiz for quiz in QUIZZES if isinstance(quiz, Numeric)]
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def by_key(quizzes):
+    return pytest.mark.parametrize("quiz", quizzes, ids=[q.key for q in quizzes])
+
+
+def payload_of(page: str, key: str) -> dict:
+    encoded = re.search(r'data-key="([^"]+)"', page).group(1)
+    return qh.decode_payload(key, encoded)
+
+
+def without_quiz_text(quiz, page: str) -> str:
+    """The markup with the question and the options cut out."""
+    for text in [quiz.question, *getattr(quiz, "options", ())]:
+        page = page.replace(html.escape(text), "")
+    return page
+
+
+def test_there_are_quizzes_of_both_kinds():
+    assert len(CHOICES) >= 9
+    assert len(NUMBERS) >= 4
+
+
+@by_key(CHOICES)
+def test_every_option_is_shown_in_the_shown_order(quiz):
+    page = quiz.html()
+    labels = re.findall(r'<label class="tc-quiz-option">(.*?)</label>', page)
+    texts = [html.unescape(re.sub(r"<[^>]+>", "", label)) for label in labels]
+    assert texts == quiz.shown()
+    assert html.escape(quiz.question) in page
+
+
+@by_key(CHOICES)
+def test_the_right_option_looks_like_every_other(quiz):
+    page = quiz.html()
+    labels = re.findall(r'<label class="tc-quiz-option">.*?</label>', page)
+    shapes = {
+        re.sub(r"<span>.*?</span>", "", re.sub(r'value="\d+"', "", label))
+        for label in labels
+    }
+    assert len(shapes) == 1  # same markup: only the text and the index differ
+    assert [re.search(r'value="(\d+)"', label).group(1) for label in labels] == [
+        str(i) for i in range(len(quiz.options))
+    ]
+    # the payload knows which one is right, under its shown index
+    shown = quiz.shown()
+    assert payload_of(page, quiz.key)["answer"] == shown.index(
+        quiz.options[quiz.answer]
+    )
+
+
+@by_key(QUIZZES)
+def test_the_answer_and_explanation_are_not_in_the_text(quiz):
+    page = quiz.html()
+    assert quiz.explanation not in page
+    assert html.escape(quiz.explanation) not in page
+    markup = without_quiz_text(quiz, page).split("<style>")[0]
+    assert "correct" not in markup.lower()
+    assert "answer" not in markup.replace(">answer<", "")  # the number box's label
+    raw = base64.b64decode(re.search(r'data-key="([^"]+)"', page).group(1))
+    assert b"explanation" not in raw  # mixed, not just base64
+    assert payload_of(page, quiz.key)["explanation"] == quiz.explanation
+
+
+@by_key(NUMBERS)
+def test_a_numeric_quiz_starts_blank_and_carries_its_tolerance(quiz):
+    page = quiz.html()
+    assert re.findall(r"<input [^>]*>", page) == [
+        '<input type="text" name="number" value="" placeholder="a number" '
+        'inputmode="decimal">'
+    ]
+    payload = payload_of(page, quiz.key)
+    assert payload["answer"] == quiz.answer
+    assert payload["rel_tol"] == quiz.rel_tol
+    assert payload["blank"] == quiz.blank_message("")
+    assert payload["invalid"].format(value="'x'") == quiz.blank_message("x")
+
+
+@by_key(QUIZZES)
+def test_nothing_is_loaded_from_anywhere(quiz):
+    page = quiz.html()
+    markup = re.sub(r'data-key="[^"]*"', "", page)  # base64 may hold "//"
+    assert not re.search(r"https?:|//\w|\bsrc=|\bhref=|@import|url\(", markup)
+    assert page.count("<script>") == 1  # inline, self-contained
+    assert page.count("<style>") == 1
+
+
+def test_payloads_round_trip_any_text():
+    payload = {"answer": 2, "explanation": "√64 = 8, Kᵀ, ✅ «quotes» \"and\" 'more'"}
+    encoded = qh.encode_payload("quiz_x", payload)
+    assert qh.decode_payload("quiz_x", encoded) == payload
+    assert qh.encode_payload("quiz_y", payload) != encoded  # the key seeds the mix
+    with pytest.raises(UnicodeDecodeError):
+        qh.decode_payload("quiz_y", encoded)
+
+
+def test_the_quiz_box_offers_the_widget_and_the_html():
+    quiz = chapter(2).quizzes["quiz_axis"]
+    box = chapter(2).quiz("quiz_axis")
+    bundle = box._repr_mimebundle_()
+    assert WIDGET_VIEW in bundle
+    assert bundle["text/html"] == quiz.html()
+    assert quiz._repr_mimebundle_()["text/html"] == quiz.html()
+    # checks and progress stay plain widgets
+    progress = chapter(2).progress()._repr_mimebundle_()
+    assert "text/html" not in progress
+
+
+def test_the_book_shows_the_html_and_jupyter_the_widget():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    overrides = config["sphinx"]["config"]["nb_mime_priority_overrides"]
+    for builder in ("html", "dirhtml", "singlehtml"):
+        order = get_mime_priority(builder, [tuple(o) for o in overrides])
+        assert order.index("text/html") < order.index(WIDGET_VIEW), builder
+        # a widget without HTML (a check, the progress table) is still a widget
+        assert order.index(WIDGET_VIEW) < order.index("text/plain")
