@@ -2,9 +2,13 @@
 
 ``make test`` runs two pytest workers (``-n 2 --dist loadfile``), each with its
 own session, and both tests/test_book.py and tests/test_browser.py need the
-built book. The first worker to ask builds it into a folder the workers share
-(the run's temporary root); a file lock makes the other wait for that build and
-reuse it, or its failure, instead of building again.
+built book. Two things keep it to one build:
+
+- the scheduler below sends both files to the same worker, one after the other,
+  so that the other worker never sits idle waiting for the build;
+- whatever the scheduling, the first worker to ask builds the book into a folder
+  the workers share (the run's temporary root), and a file lock makes any other
+  wait for that build and reuse it, or its failure, instead of building again.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import pytest
 from book_helpers import ROOT, build_book
 
 SCREENSHOTS = ROOT / "_build" / "screenshots"
+# Test files that use the built book: one unit of work for pytest-xdist.
+BOOK_FILES = ("tests/test_book.py", "tests/test_browser.py")
 
 
 def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -78,3 +84,23 @@ def pytest_terminal_summary(terminalreporter, config):
             f"{len(record['failed_requests']):>15} {record['load_ms']:>8} "
             f"{record['ready_ms']:>8}"
         )
+
+
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pragma: no cover - pytest-xdist is in requirements.txt
+    pass
+else:
+
+    class BookFilesTogether(LoadFileScheduling):
+        """``--dist loadfile``, with the files that use the built book as one."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return BOOK_FILES[0] if scope in BOOK_FILES else scope
+
+    @pytest.hookimpl(optionalhook=True)  # fine under -p no:xdist too
+    def pytest_xdist_make_scheduler(config, log):
+        if config.getvalue("dist") == "loadfile":
+            return BookFilesTogether(config, log)
+        return None

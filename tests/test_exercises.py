@@ -9,6 +9,7 @@ from exercise_helpers import WRONG, namespace_from, read_source, solution_cells
 
 from transformer_course.exercises import chapter, core, widgets
 from transformer_course.exercises.ch01 import EXERCISES, QUIZZES
+from transformer_course.exercises.ch01 import _reference_merge as merge_reference
 from transformer_course.exercises.release import student_version
 
 
@@ -155,15 +156,36 @@ def test_usual_mistake_fails_the_intended_check_with_its_hint(key, source, check
 
 
 def test_value_checks_carry_the_score():
-    # merge_pair: 3 value checks and 2 property checks ("returns a list", "leaves
-    # its inputs unchanged"), weight 1 each. Overlapping merges fail one value
-    # check: 2 value checks earn 2/5; the property checks count only when every
-    # value check passes.
+    # merge_pair: 3 value checks, 1 unseen check and 2 property checks ("returns
+    # a list", "leaves its inputs unchanged"), weight 1 each. Overlapping merges
+    # fail one value check (and the unseen one): 2 value checks earn 2/6; the
+    # other checks count only when every value check passes.
     report = core.run_exercise(
         EXERCISES["merge_pair"], fn(WRONG["merge_pair"], "merge_pair")
     )
     assert report.passed_count == 4
-    assert report.score == pytest.approx(3 * 2 / 5)
+    assert report.score == pytest.approx(3 * 2 / 6)
+
+
+def test_an_answer_right_only_on_the_fixed_inputs_earns_nothing():
+    # a table of the fixed cases' answers (they are public in ch01.py)
+    exercise = EXERCISES["merge_pair"]
+    table = {}
+    for check in exercise.checks:
+        if check.kind != core.UNSEEN:
+            for ids, pair, new_id in check.cases():
+                table[(tuple(ids), tuple(pair), new_id)] = merge_reference(
+                    ids, pair, new_id
+                )
+    report = core.run_exercise(
+        exercise,
+        lambda ids, pair, new_id: list(
+            table.get((tuple(ids), tuple(pair), new_id), ids)
+        ),
+    )
+    failed = failing(report)
+    assert list(failed) == ["the same on unseen lists"]
+    assert report.score == 0
 
 
 def test_property_checks_count_once_the_values_are_right():
@@ -186,7 +208,7 @@ def test_property_checks_count_once_the_values_are_right():
         core.INPUTS_UNCHANGED: failing(report)[core.INPUTS_UNCHANGED]
     }
     assert "changed its input in place (argument 1)" in report.first_hint
-    assert report.score == pytest.approx(3 * 4 / 5)
+    assert report.score == pytest.approx(3 * 5 / 6)
 
 
 def test_a_crashing_function_gets_the_exception_as_hint():
@@ -237,14 +259,14 @@ def test_check_widget_shows_results_and_check_again_uses_the_latest_definition(
         sys.modules["__main__"], "merge_pair", solutions["merge_pair"], raising=False
     )
     button.click()
-    assert "5 of 5 checks passed" in results.value
+    assert "6 of 6 checks passed" in results.value
     assert widgets.PROGRESS["merge_pair"] == "passed"
 
 
 def test_check_widget_lists_failures_with_hints():
     box = chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair"))
     shown = box.children[0].value
-    assert "4 of 5 checks passed" in shown
+    assert "4 of 6 checks passed" in shown
     assert "skip past both" in shown
     assert box.report.status == "failed"
 
@@ -252,7 +274,7 @@ def test_check_widget_lists_failures_with_hints():
 def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     score = chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair"))
-    assert score == pytest.approx(3 * 2 / 5)
+    assert score == pytest.approx(3 * 2 / 6)
 
 
 def test_multiple_choice_quiz_grades_and_explains():

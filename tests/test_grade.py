@@ -142,9 +142,11 @@ def test_the_answer_key_forbidden_functions_and_patched_checks_earn_nothing(tmp_
     grades = by_key(result)
     assert result.total == 0, result.table()
     assert "course package" in grades["stable_softmax"].hint
-    assert "not defined" in grades["attention_weights"].hint
+    assert "course package (_reference_weights)" in grades["attention_weights"].hint
     assert "F.scaled_dot_product_attention" in grades["attention"].hint
-    assert "hidden while grading" in grades["additive_score"].hint
+    assert (
+        "Apply tanh" in grades["additive_score"].hint
+    )  # graded as the wrong answer it is
 
 
 @needs_bwrap
@@ -274,3 +276,29 @@ def test_without_bubblewrap_the_grader_refuses_in_one_line(tmp_path):
     (line,) = run.stderr.strip().splitlines()
     assert "bubblewrap (bwrap) is not installed" in line
     assert "--unsafe" in line
+
+
+@needs_bwrap
+def test_an_answer_below_the_check_and_a_course_import_are_honoured(tmp_path):
+    notebook = submission(
+        {
+            # imports the course's softmax to compare with, then writes its own
+            "stable_softmax": (
+                "from transformer_course.attention import softmax as reference\n"
+                + reference("stable_softmax", chapter=2)
+            ),
+            "attention": "def attention(q, k, v):\n    raise NotImplementedError()\n",
+        },
+        chapter=2,
+    )
+    # answered in a new cell under the check cell, then "Check again"
+    insert_after(
+        notebook,
+        "check_attention",
+        "def attention(q, k, v):\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1)\n"
+        "    return w @ v\n",
+    )
+    path = write(tmp_path, notebook, "02_attention.ipynb")
+    result = grade_notebook(path, only=["stable_softmax", "attention"])
+    assert result.total == 3 + 3, result.table()

@@ -185,3 +185,65 @@ def test_to_plain_keeps_only_plain_data():
 
 def test_limits_are_part_of_the_runner():
     assert runner.LIMITS["elements"] >= 10_000  # room for every check's results
+
+
+def test_the_course_package_is_found_behind_wrappers():
+    import functools
+
+    class Caller:
+        def __call__(self, x):
+            return tc.attention.softmax(x)
+
+    def decorated(f):
+        @functools.wraps(f)
+        def wrapper(*a):
+            return f(*a)
+
+        return wrapper
+
+    cases = {
+        "the function itself": tc.attention.softmax,
+        "a partial": functools.partial(tc.attention.softmax, dim=-1),
+        "a callable instance": Caller(),
+        "a decorated function": decorated(tc.attention.softmax),
+        "__import__": lambda x: __import__("transformer_course").attention.softmax(x),
+    }
+    for what, function in cases.items():
+        assert uses_course_package(function), what
+        assert one(function)["error"] == "CoursePackageUsed", what
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda x: (
+            __import__("concurrent.futures")
+            .futures.ThreadPoolExecutor(1)
+            .submit(torch.softmax, x, -1)
+            .result()
+        ),
+        lambda x: torch.sparse.softmax(x.to_sparse(), -1).to_dense(),
+        lambda x: torch.from_numpy(x.numpy()).softmax(-1),
+    ],
+    ids=["another-thread", "sparse", "numpy"],
+)
+def test_forbidden_functions_are_caught_in_other_threads_and_spellings(cheat):
+    assert one(cheat, forbidden=("softmax",))["error"] == "ForbiddenUse"
+    torch.testing.assert_close(torch.softmax(X, -1).sum(-1), torch.ones(2))  # restored
+
+
+def test_row_by_row_lookups_are_caught():
+    table, ids = torch.randn(5, 3), torch.tensor([0, 4])
+
+    def rows(i, t):
+        return torch.stack([t[j] for j in i.tolist()])
+
+    assert one(rows, ("embedding",), (ids, table))["error"] == "ForbiddenUse"
+    assert table[1].shape == (3,)  # indexing works again after the call
+
+
+def test_numpy_scalars_become_python_numbers():
+    import numpy as np
+
+    assert type(to_plain(np.int64(3))) is int
+    assert type(to_plain(np.float32(0.5))) is float

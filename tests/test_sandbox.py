@@ -5,6 +5,7 @@ exercise (issue 9)."""
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -13,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from exercise_helpers import (
+    insert_after,
     read_source,
     solution_cells,
     source_path,
@@ -127,10 +129,11 @@ try:
     seen.append("network")
 except OSError:
     pass
-try:
+try:  # importable (an empty stand-in), but nothing in it works
     import transformer_course
-    seen.append("import")
-except ImportError:
+    transformer_course.attention.softmax(torch.ones(2), -1)
+    seen.append("the course package works")
+except Exception:
     pass
 def build_char_vocab(text):
     if seen:
@@ -219,7 +222,7 @@ def test_memory_is_limited(tmp_path):
 def test_the_runner_cannot_be_stopped_or_killed_by_a_submission(tmp_path):
     source = (
         "import os, signal\n"
-        "for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGTERM):\n"
+        "for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGTERM, signal.SIGINT):\n"
         "    try:\n        os.kill(os.getppid(), sig)\n    except OSError:\n        pass\n"
     ) + reference("build_char_vocab")
     path = write(tmp_path, submission({"build_char_vocab": source}))
@@ -248,3 +251,90 @@ def test_the_writable_space_is_small_and_private(tmp_path):
     path = write(tmp_path, submission({"build_char_vocab": source}))
     (grade,) = grade_notebook(path, only=["build_char_vocab"]).exercises
     assert grade.status == "passed", grade.hint
+
+
+@needs_bwrap
+def test_forged_progress_lines_do_not_buy_time(tmp_path):
+    # the learner's code writes "I am still at an early stage" forever
+    forger = (
+        "import os, time\n"
+        "while True:\n"
+        "    with open(os.path.join(os.getcwd(), 'progress.txt'), 'a') as f:\n"
+        "        f.write('preamble\\ncell 0\\n')\n"
+        "    time.sleep(0.1)\n"
+    )
+    notebook = submission()
+    insert_after(notebook, "ex1-text", forger, *["pass"] * 30)
+    started = time.monotonic()
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["build_char_vocab"], timeout=2
+    )
+    (grade,) = result.exercises
+    assert grade.status == "passed", grade.hint
+    assert "was left out (timeout)" in grade.hint
+    assert time.monotonic() - started < 30
+
+
+FORGED_RESULTS = """
+import os, torch
+x = 0
+for _ in range(30):
+    x = [x, x]  # 2**30 leaves in a few hundred bytes
+bomb = {"value": x, "error": None, "message": "m" * 10**6, "mutated": [[0]]}
+torch.save({"preamble_error": None, "defined": True, "errors": [[[0], "x"]],
+            "outcomes": [[bomb] * 4, [bomb] * 4, [bomb] * 4, [bomb] * 4, [bomb]]},
+           "outcomes.pt")
+with open("progress.txt", "a") as f:
+    f.write("call\\ndone\\n")
+os._exit(0)
+"""
+
+
+@needs_bwrap
+def test_forged_results_cannot_bloat_or_crash_the_grader(tmp_path):
+    notebook = submission(
+        {"build_char_vocab": FORGED_RESULTS + reference("build_char_vocab")}
+    )
+    path = write(tmp_path, notebook)
+    out = tmp_path / "grade.json"
+    assert main([str(path), "--json", str(out)]) == 0
+    grade = next(
+        e
+        for e in json.loads(out.read_text())["exercises"]
+        if e["key"] == "build_char_vocab"
+    )
+    assert grade["points"] == 0
+    assert len(grade["hint"]) <= 501
+    assert out.stat().st_size < 20_000
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["metadata", "nbgrader-list", "deep-expression", "control-characters"],
+)
+def test_malformed_or_nasty_notebooks_are_graded_or_refused_cleanly(tmp_path, damage):
+    notebook = submission()
+    if damage == "metadata":
+        notebook.metadata["transformer_course"] = "x"
+    elif damage == "nbgrader-list":
+        notebook.cells[3].metadata["nbgrader"] = []
+    elif damage == "deep-expression":
+        insert_after(notebook, "ex1-text", "x = " + "+".join(["1"] * 100_000))
+    else:
+        insert_after(
+            notebook,
+            "ex1-text",
+            "def build_char_vocab(text):\n"
+            "    raise ValueError('\\rbuild_char_vocab 3/3 passed\\x1b[K\\nfake')\n",
+        )
+    path = write(tmp_path, notebook)
+    run = subprocess.run(
+        [sys.executable, "-m", "transformer_course.grade", str(path), "--unsafe"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode in (0, 2), run.stderr
+    assert "Traceback" not in run.stderr
+    assert "\x1b" not in run.stdout
+    assert "\r" not in run.stdout

@@ -42,6 +42,7 @@ import nbformat
 
 from .exercises import CHAPTERS
 from .exercises.core import Exercise, outcome_from_dict, report_from_outcomes
+from .exercises.runner import to_plain
 from .sandbox import Sandbox, SandboxUnavailable
 
 __all__ = ["ExerciseGrade", "NotebookGrade", "grade_notebook", "main"]
@@ -130,8 +131,22 @@ class NotebookGrade:
         return "\n".join(header + lines)
 
 
+def _nbgrader(cell: nbformat.NotebookNode) -> dict:
+    """A cell's nbgrader metadata ({} when missing or malformed)."""
+    metadata = cell.get("metadata")
+    meta = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _source(cell: nbformat.NotebookNode) -> str:
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        source = "".join(str(s) for s in source)
+    return source if isinstance(source, str) else ""
+
+
 def _is_locked(cell: nbformat.NotebookNode) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
+    meta = _nbgrader(cell)
     return bool(meta.get("locked") or meta.get("grade"))
 
 
@@ -139,7 +154,7 @@ def _defines(source: str, name: str) -> bool:
     """True if the cell defines ``name`` at its top level (def or assignment)."""
     try:
         tree = ast.parse(_without_magics(source))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return re.search(rf"^def\s+{re.escape(name)}\s*\(", source, re.M) is not None
     for node in tree.body:
         if (
@@ -169,12 +184,11 @@ def _without_magics(source: str) -> str:
 def _check_cell_index(cells: list, exercise: Exercise) -> int | None:
     """Where the exercise's check cell is (by nbgrader id, else by its call)."""
     for index, cell in enumerate(cells):
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade_id") == f"check_{exercise.key}":
+        if _nbgrader(cell).get("grade_id") == f"check_{exercise.key}":
             return index
     call = re.compile(rf"""\.check\(\s*["']{re.escape(exercise.key)}["']""")
     for index, cell in enumerate(cells):
-        if cell.get("cell_type") == "code" and call.search(cell.source):
+        if cell.get("cell_type") == "code" and call.search(_source(cell)):
             return index
     return None
 
@@ -185,26 +199,64 @@ def learner_cells(
     """The code cells the grader runs for ``exercise``: (index, source).
 
     Every unlocked code cell above the exercise's check cell (all of them when
-    there is no check cell), as a notebook run from the top would have run them.
+    there is no check cell), as a notebook run from the top would have run them,
+    and below it the cells that define the exercise's function (an answer
+    written under the check and checked with **Check again**).
     """
     cells = notebook.cells
     stop = _check_cell_index(cells, exercise)
+    stop = len(cells) if stop is None else stop
     return [
-        (index, cell.source)
-        for index, cell in enumerate(cells[:stop] if stop is not None else cells)
-        if cell.get("cell_type") == "code" and not _is_locked(cell)
+        (index, _source(cell))
+        for index, cell in enumerate(cells)
+        if cell.get("cell_type") == "code"
+        and not _is_locked(cell)
+        and (index < stop or _defines(_source(cell), exercise.function))
     ]
 
 
 def _outcomes(raw: object, shape: list[int]) -> list:
-    """Validate the harvested data and turn it into Outcomes."""
+    """Validate the harvested data and turn it into Outcomes.
+
+    The data came from the sandbox, where learner code ran: every value is made
+    plain again within the size limits (shared sub-lists count each time they
+    appear), and every string is cut short.
+    """
     if (
         not isinstance(raw, list)
         or not all(isinstance(x, list) for x in raw)
         or [len(x) for x in raw] != shape
     ):
         raise ValueError("the grading data does not have one outcome per case")
-    return [[outcome_from_dict(o) for o in outcomes] for outcomes in raw]
+    result = []
+    for outcomes in raw:
+        checked = []
+        for o in outcomes:
+            if not isinstance(o, dict):
+                raise ValueError("an outcome is not a dict")
+            try:
+                value = to_plain(o.get("value"))
+            except Exception as err:  # too large or too deep
+                o = {
+                    "error": "ResultTooLarge",
+                    "message": f"your function returned {err}",
+                }
+                value = None
+            error = o.get("error")
+            checked.append(
+                outcome_from_dict(
+                    {
+                        "value": value,
+                        "error": str(error)[:100] if error is not None else None,
+                        "message": str(o.get("message", ""))[:500],
+                        "mutated": o.get("mutated", [])
+                        if isinstance(o.get("mutated"), list)
+                        else [],
+                    }
+                )
+            )
+        result.append(checked)
+    return result
 
 
 def _grade(
@@ -223,8 +275,15 @@ def _grade(
         passed,
         checks or len(exercise.checks) + 1,  # + "leaves its inputs unchanged"
         status,
-        hint,
+        printable(hint),
     )
+
+
+def printable(text: str, limit: int = 500) -> str:
+    """``text`` on one line, without control characters, at most ``limit`` long:
+    a hint may quote the learner's error messages."""
+    text = "".join(c if c.isprintable() else " " for c in str(text))
+    return text[:limit] + ("…" if len(text) > limit else "")
 
 
 def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
@@ -238,12 +297,16 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
             exercise, "error", f"the grader's setup failed: {output['preamble_error']}"
         )
     if not output.get("defined"):
+        errors = output.get("errors")
         errors = [
             e
-            for e in output.get("errors", [])
-            if isinstance(e, list) and e and e[0] in job["defining"]
+            for e in (errors if isinstance(errors, list) else [])
+            if isinstance(e, list)
+            and len(e) == 2
+            and type(e[0]) is int
+            and e[0] in job["defining"]
         ]
-        raised = f" (the cell raised {errors[-1][1]})" if errors else ""
+        raised = f" (the cell raised {str(errors[-1][1])[:300]})" if errors else ""
         return _grade(
             exercise, "missing", f"{exercise.function}() is not defined{raised}{note}"
         )
@@ -333,7 +396,8 @@ def _chapter_of(
     notebook: nbformat.NotebookNode, path: Path, chapter: int | None
 ) -> tuple[int, str, list[str]]:
     """(chapter, the reason, warnings): --chapter, else the file name, else metadata."""
-    declared = notebook.metadata.get("transformer_course", {}).get("chapter")
+    ours = notebook.metadata.get("transformer_course")
+    declared = ours.get("chapter") if isinstance(ours, dict) else None
     prefix = path.name.split("_", 1)[0]
     from_name = int(prefix) if prefix.isdigit() and int(prefix) in CHAPTERS else None
     warnings = []
@@ -380,6 +444,10 @@ def grade_notebook(
     """
     path = Path(path)
     notebook = nbformat.read(path, as_version=4)
+    try:
+        nbformat.validate(notebook)
+    except nbformat.ValidationError as err:
+        raise ValueError(f"not a valid notebook: {str(err).splitlines()[0]}") from None
     number, reason, warnings = _chapter_of(notebook, path, chapter)
     module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[number]}")
     unknown = set(only or ()) - set(module.EXERCISES)
@@ -435,7 +503,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"refusing to grade {args.notebook}: {err}", file=sys.stderr)
         return 3
     except (OSError, ValueError, nbformat.reader.NotJSONError) as err:
-        print(f"could not grade {args.notebook}: {err}", file=sys.stderr)
+        print(f"could not grade {args.notebook}: {printable(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:  # a notebook malformed in a way not foreseen
+        print(
+            f"could not grade {args.notebook}: {type(err).__name__}: {printable(err)}",
+            file=sys.stderr,
+        )
         return 2
     print(result.table())
     if args.json:

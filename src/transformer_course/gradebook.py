@@ -156,8 +156,10 @@ def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log
         return rows
     try:
         result: NotebookGrade = grade_notebook(path, timeout=timeout, sandbox=sandbox)
-    except (OSError, ValueError) as err:
-        log(f"{student}: could not grade {path.name}: {err}")
+    except SandboxUnavailable:
+        raise
+    except Exception as err:  # this submission only: the class goes on
+        log(f"{student}: could not grade {path.name}: {type(err).__name__}: {err}")
         result = None
     rows = []
     if result is None:

@@ -55,6 +55,8 @@ SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 MAX_RESULT_BYTES = 64 * 2**20
 STARTUP_SECONDS = 120  # starting Python and importing torch, on a busy machine
 WORK_BYTES = 512 * 2**20  # the sandbox's private /tmp, where jobs write
+JOB_STAGES = 4  # an exercise may take this many per-cell timeouts in all
+EXTRA_TASKS = 256  # processes and threads a sandbox may add (RLIMIT_NPROC)
 # Namespaces and privileges: a user namespace with every capability dropped (as
 # root too), so nothing inside can remount, raise its limits or reach the host.
 _ISOLATION = (
@@ -159,6 +161,27 @@ def _descendants(root: int) -> set[int]:
     return found
 
 
+def _tasks_of_this_user() -> int:
+    """Processes and threads running as this user (RLIMIT_NPROC counts them all)."""
+    uid, total = os.getuid(), 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 4096
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(
+                line.split(":", 1) for line in status.splitlines() if ":" in line
+            )
+            if int(fields.get("Uid", "-1").split()[0]) == uid:
+                total += int(fields.get("Threads", "1").strip() or 1)
+    return total
+
+
 class Sandbox:
     """Runs runner jobs; see the module docstring.
 
@@ -245,6 +268,10 @@ class Sandbox:
         command += [
             "--dev",
             "/dev",
+            "--size",  # /dev/shm would otherwise be half of the host's memory
+            str(16 * 2**20),
+            "--tmpfs",
+            "/dev/shm",
             "--proc",
             "/proc",
             "--size",
@@ -302,6 +329,8 @@ class Sandbox:
             "preamble": preamble,
             "jobs": entries,
             "timeout": timeout,
+            # a cap on one exercise, whatever its number of cells
+            "job_limit": timeout * JOB_STAGES,
             "work": str(self._work(scratch)),
             "max_result_bytes": MAX_RESULT_BYTES,
             "warm": ["numpy", "matplotlib.pyplot", "IPython.core.interactiveshell"],
@@ -310,6 +339,7 @@ class Sandbox:
                 "FSIZE": MAX_RESULT_BYTES,
                 "CPU": self.cpu_seconds,
                 "CORE": 0,
+                "NPROC": _tasks_of_this_user() + EXTRA_TASKS,
             },
         }
         path = scratch / "plan.json"
@@ -357,8 +387,7 @@ class Sandbox:
                     break
                 running = self._receive(line, results, running)
                 if running is not None:
-                    stages = len(jobs[running]["cells"]) + 3
-                    deadline = time.monotonic() + timeout * stages
+                    deadline = time.monotonic() + timeout * (JOB_STAGES + 1) + 10
         finally:
             self._stop(process, before)
             reader.join(timeout=5)

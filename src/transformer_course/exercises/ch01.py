@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .core import PROPERTY, Check, Exercise, Failed, returned_values
+from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -71,6 +71,15 @@ def _judge_vocab_ids(cases, outcomes):
             )
 
 
+def _random_texts(g):
+    texts = []
+    for _ in range(3):
+        n = int(torch.randint(1, 40, (), generator=g))
+        codes = torch.randint(32, 0x2FF, (n,), generator=g).tolist()
+        texts.append("".join(chr(c) for c in codes))
+    return [(text,) for text in texts]
+
+
 CHAR_VOCAB = Exercise(
     key="build_char_vocab",
     function="build_char_vocab",
@@ -92,6 +101,7 @@ CHAR_VOCAB = Exercise(
         Check(
             "ids are 0..V-1 in sorted character order", _vocab_cases, _judge_vocab_ids
         ),
+        unseen_check("the same on unseen texts", _random_texts, _judge_vocab_ids),
     ),
 )
 
@@ -181,6 +191,44 @@ def _merge_pure_cases():
     return [([1, 2, 1, 2], (1, 2), 3)]
 
 
+def _reference_merge(ids, pair, new_id):
+    merged, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            merged.append(new_id)
+            i += 2
+        else:
+            merged.append(ids[i])
+            i += 1
+    return merged
+
+
+def _random_merges(g):
+    def ids(n):
+        return torch.randint(0, 4, (n,), generator=g).tolist()
+
+    cases = []
+    for _ in range(4):
+        n = int(torch.randint(0, 25, (), generator=g))
+        pair = tuple(ids(2))
+        cases.append((ids(n), pair, 100 + int(torch.randint(0, 50, (), generator=g))))
+    # and always a run of exactly three equal ids (others around it), merged as (a, a)
+    a, others = ids(1)[0], [4 + i for i in ids(6)]
+    cases.append(([*others[:3], a, a, a, *others[3:]], (a, a), 99))
+    return cases
+
+
+def _judge_merge_reference(cases, outcomes):
+    returned_values(outcomes, object)
+    for (ids, pair, new_id), outcome in zip(cases, outcomes, strict=True):
+        want = _reference_merge(ids, pair, new_id)
+        if outcome.value != want:
+            raise Failed(
+                f"merge_pair({ids}, {pair}, {new_id}) should give {want}, got "
+                f"{outcome.value}."
+            )
+
+
 MERGE_PAIR = Exercise(
     key="merge_pair",
     function="merge_pair",
@@ -197,6 +245,9 @@ MERGE_PAIR = Exercise(
             "edge cases: empty, end of list, reversed pair",
             _merge_edge_cases,
             _judge_merge_edges,
+        ),
+        unseen_check(
+            "the same on unseen lists", _random_merges, _judge_merge_reference
         ),
         Check("returns a list", _merge_pure_cases, _judge_merge_pure, PROPERTY),
     ),
@@ -251,6 +302,16 @@ def _judge_embed_values(cases, outcomes):
             raise Failed("Row n of the result should be row ids[n] of the table.")
 
 
+def _random_embeddings(g):
+    cases = []
+    for dtype in (torch.float32, torch.float64):
+        v, d = (int(t) for t in torch.randint(2, 9, (2,), generator=g))
+        shape = tuple(torch.randint(1, 4, (2,), generator=g).tolist())
+        ids = torch.randint(0, v, shape, generator=g)
+        cases.append((ids, torch.randn(v, d, generator=g, dtype=dtype)))
+    return cases
+
+
 EMBED = Exercise(
     key="embed_one_hot",
     function="embed_one_hot",
@@ -262,6 +323,9 @@ EMBED = Exercise(
             "equals a table lookup, in the table's dtype",
             _embed_cases,
             _judge_embed_values,
+        ),
+        unseen_check(
+            "the same on unseen ids and tables", _random_embeddings, _judge_embed_values
         ),
     ),
     forbidden=("embedding",),
@@ -357,6 +421,14 @@ def _judge_patch_error(cases, outcomes):
             raise Failed("Name the image size and the patch size in the error message.")
 
 
+def _random_images(g):
+    cases = []
+    for p in (1, 2, 3):
+        b, c, rows, cols = (int(t) for t in torch.randint(1, 4, (4,), generator=g))
+        cases.append((torch.randn(b, c, rows * p, cols * p, generator=g), p))
+    return cases
+
+
 PATCHIFY = Exercise(
     key="patchify",
     function="patchify",
@@ -369,10 +441,12 @@ PATCHIFY = Exercise(
             _patch_cases,
             _judge_patch_values,
         ),
-        Check(
+        unseen_check("the same on unseen images", _random_images, _judge_patch_values),
+        Check(  # a property: raising on every input must not earn points
             "a clear ValueError for sizes that do not divide",
             _patch_error_cases,
             _judge_patch_error,
+            PROPERTY,
         ),
     ),
 )

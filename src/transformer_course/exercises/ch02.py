@@ -13,7 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import PROPERTY, Check, Exercise, Failed, returned_values
+from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -72,6 +72,10 @@ def _large_cases():
         (torch.tensor([[89.0, 90.0]]),),
         # rows on very different scales: one maximum for the whole tensor is not enough
         (torch.tensor([[1000.0, 999.0], [-1000.0, -1001.0]]),),
+        # the maximum last, or in the middle: not the first entry of the row
+        (torch.tensor([[0.0, 1000.0]]),),
+        (torch.tensor([[-1000.0, 0.0, 1000.0], [5.0, 700.0, -3.0]]),),
+        (1000 * _randn(2, 3, 4, seed=11),),
     ]
 
 
@@ -103,6 +107,14 @@ def _judge_softmax_shift(cases, outcomes):
         )
 
 
+def _random_logits(g):
+    cases = []
+    for scale in (1.0, 30.0, 1000.0):
+        shape = tuple(torch.randint(1, 6, (3,), generator=g).tolist())
+        cases.append((scale * torch.randn(*shape, generator=g),))
+    return cases
+
+
 SOFTMAX = Exercise(
     key="stable_softmax",
     function="stable_softmax",
@@ -119,6 +131,7 @@ SOFTMAX = Exercise(
         Check(
             "finite and right for logits of ±1000", _large_cases, _judge_softmax_large
         ),
+        unseen_check("the same on unseen logits", _random_logits, _judge_softmax_large),
         Check(
             "invariant to adding a constant",
             _shift_cases,
@@ -212,6 +225,17 @@ def _judge_permutation(cases, outcomes):
         )
 
 
+def _random_masked(g):
+    cases = []
+    for _ in range(3):
+        n_q, n_k, d = (int(t) for t in torch.randint(1, 7, (3,), generator=g))
+        mask = torch.rand(n_q, n_k, generator=g) > 0.4
+        mask[:, int(torch.randint(0, n_k, (), generator=g))] = True  # no empty row
+        q, k = torch.randn(n_q, d, generator=g), torch.randn(n_k, d, generator=g)
+        cases.append((q, k, mask))
+    return cases
+
+
 WEIGHTS = Exercise(
     key="attention_weights",
     function="attention_weights",
@@ -226,6 +250,7 @@ WEIGHTS = Exercise(
         ),
         Check("softmax(q kᵀ / √d_k)", _weights_cases, _judge_weights_scale),
         Check("the mask is applied before the softmax", _mask_cases, _judge_mask),
+        unseen_check("the same on unseen inputs", _random_masked, _judge_mask),
         Check(
             "permuting keys permutes columns",
             _permutation_cases,
@@ -289,6 +314,20 @@ def _judge_attention_perm(cases, outcomes):
         )
 
 
+def _random_qkv(g):
+    cases = []
+    for batch in ((), (2,), (2, 3)):
+        n_q, n_k, d, d_v = (int(t) for t in torch.randint(1, 7, (4,), generator=g))
+        cases.append(
+            (
+                torch.randn(*batch, n_q, d, generator=g),
+                torch.randn(*batch, n_k, d, generator=g),
+                torch.randn(*batch, n_k, d_v, generator=g),
+            )
+        )
+    return cases
+
+
 ATTENTION = Exercise(
     key="attention",
     function="attention",
@@ -303,6 +342,7 @@ ATTENTION = Exercise(
             _attention_cases,
             _judge_attention_values,
         ),
+        unseen_check("the same on unseen inputs", _random_qkv, _judge_attention_values),
         Check(
             "keys/values are a set; queries are equivariant",
             _attention_perm_cases,
@@ -358,6 +398,15 @@ def _judge_bounded(cases, outcomes):
         )
 
 
+def _random_additive(g):
+    cases = []
+    for _ in range(2):
+        d_q, d_k, h, n = (int(t) for t in torch.randint(1, 7, (4,), generator=g))
+        shapes = [(d_q,), (n, d_k), (h, d_q), (h, d_k), (h,)]
+        cases.append(tuple(torch.randn(*s, generator=g) for s in shapes))
+    return cases
+
+
 ADDITIVE = Exercise(
     key="additive_score",
     function="additive_score",
@@ -365,6 +414,7 @@ ADDITIVE = Exercise(
     points=2,
     checks=(
         Check("s_i = w · tanh(W_q q + W_k k_i)", _additive_cases, _judge_additive),
+        unseen_check("the same on unseen inputs", _random_additive, _judge_additive),
         Check("bounded by the sum of |w|", _bounded_cases, _judge_bounded, PROPERTY),
     ),
 )

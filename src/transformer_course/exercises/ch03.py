@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..multihead import MultiHeadAttention, merge_heads, parameter_count, split_heads
-from .core import Check, Exercise, Failed, returned_values
+from .core import Check, Exercise, Failed, returned_values, unseen_check
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -55,6 +55,19 @@ def _judge_split(cases, outcomes):
         raise Failed("Head h must hold features h·d ... (h+1)·d - 1 of every token.")
 
 
+def _random_sizes(g):
+    b, n, h, d = (int(t) for t in torch.randint(1, 5, (4,), generator=g))
+    return b, n, h, d
+
+
+def _random_split(g):
+    cases = []
+    for _ in range(3):
+        b, n, h, d = _random_sizes(g)
+        cases.append((torch.randn(b, n, h * d, generator=g), h))
+    return cases
+
+
 SPLIT = Exercise(
     "split_heads",
     "split_heads",
@@ -66,6 +79,7 @@ SPLIT = Exercise(
             _split_cases,
             _judge_split,
         ),
+        unseen_check("the same on unseen inputs", _random_split, _judge_split),
     ),
 )
 
@@ -103,6 +117,10 @@ def _judge_roundtrip(cases, outcomes):
         raise Failed("merge_heads(split_heads(x)) must give back x.")
 
 
+def _random_heads(g):
+    return [(torch.randn(*_random_sizes(g), generator=g),) for _ in range(3)]
+
+
 MERGE = Exercise(
     "merge_heads",
     "merge_heads",
@@ -111,6 +129,7 @@ MERGE = Exercise(
     (
         Check("(B, H, N, d) -> (B, N, H·d)", _merge_cases, _judge_merge),
         Check("undoes split_heads", _roundtrip_cases, _judge_roundtrip),
+        unseen_check("the same on unseen inputs", _random_heads, _judge_merge),
     ),
 )
 
@@ -175,6 +194,22 @@ def _judge_forward(cases, outcomes):
         )
 
 
+def _random_forward(g):
+    cases = []
+    for _ in range(2):
+        b, n, h, d = _random_sizes(g)
+        D = h * d
+        cases.append(
+            (
+                torch.randn(b, n, D, generator=g),
+                torch.randn(3 * D, D, generator=g) / D**0.5,
+                torch.randn(D, D, generator=g) / D**0.5,
+                h,
+            )
+        )
+    return cases
+
+
 FORWARD = Exercise(
     "multihead_forward",
     "multihead_forward",
@@ -186,6 +221,7 @@ FORWARD = Exercise(
             _forward_cases,
             _judge_forward,
         ),
+        unseen_check("the same on unseen inputs", _random_forward, _judge_forward),
     ),
     forbidden=("scaled_dot_product_attention",),
 )
@@ -227,12 +263,23 @@ def _judge_count(cases, outcomes):
         )
 
 
+def _random_counts(g):
+    cases = []
+    for bias in (True, False):
+        h, d = (int(t) for t in torch.randint(1, 20, (2,), generator=g))
+        cases.append((h * d, h, bias))
+    return cases
+
+
 COUNT = Exercise(
     "mha_parameter_count",
     "mha_parameter_count",
     "Exercise 4: count the parameters",
     2,
-    (Check("4D² (+4D biases), for any H", _count_cases, _judge_count),),
+    (
+        Check("4D² (+4D biases), for any H", _count_cases, _judge_count),
+        unseen_check("the same for unseen sizes", _random_counts, _judge_count),
+    ),
 )
 
 # --- Exercise 5: weights from torch --------------------------------------------------------
@@ -266,12 +313,23 @@ def _judge_convert(cases, outcomes):
         )
 
 
+def _random_in_proj(g):
+    cases = []
+    for _ in range(2):
+        _, _, h, d = _random_sizes(g)
+        cases.append((torch.randn(3 * h * d, h * d, generator=g), h))
+    return cases
+
+
 CONVERT = Exercise(
     "heads_from_torch",
     "heads_from_torch",
     "Exercise 5: per-head weights from nn.MultiheadAttention",
     2,
-    (Check("in_proj_weight (3D, D) -> (3, H, d, D)", _convert_cases, _judge_convert),),
+    (
+        Check("in_proj_weight (3D, D) -> (3, H, d, D)", _convert_cases, _judge_convert),
+        unseen_check("the same on unseen weights", _random_in_proj, _judge_convert),
+    ),
 )
 
 EXERCISES: dict[str, Exercise] = {

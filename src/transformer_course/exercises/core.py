@@ -18,11 +18,13 @@ own process, where submitted code never runs: redefining or monkeypatching check
 in the notebook cannot change a score.
 
 **Scoring.** A check is a *value* check (the results equal the reference on its
-inputs) or a *property* check (shapes, rows summing to 1, invariances). Value
-checks carry the score; property checks add their weight only when every value
-check passes, so a function that ignores its inputs earns nothing for returning
-the right shape. Every exercise also gets the property check "leaves its inputs
-unchanged".
+fixed inputs), an *unseen* check (the same on inputs drawn afresh, from an
+unpredictable seed, each time) or a *property* check (shapes, rows summing to 1,
+invariances). Value checks carry the score; once they all pass, the unseen and
+property checks add theirs, except that a failed unseen check voids the score (an
+answer right only on the fixed inputs, e.g. a table of them, earns nothing). A
+function that ignores its inputs earns nothing for returning the right shape.
+Every exercise also gets the property check "leaves its inputs unchanged".
 
 Used by every exercise notebook (exercises/NN_topic.ipynb) through
 ``transformer_course.exercises.chNN`` modules.
@@ -30,6 +32,7 @@ Used by every exercise notebook (exercises/NN_topic.ipynb) through
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,9 +56,11 @@ __all__ = [
     "returned_values",
     "run_exercise",
     "to_plain",
+    "unseen",
+    "unseen_check",
 ]
 
-VALUE, PROPERTY = "value", "property"
+VALUE, PROPERTY, UNSEEN = "value", "property", "unseen"
 NOT_ATTEMPTED = "not attempted"
 PASSED = "passed"
 FAILED = "failed"
@@ -92,8 +97,11 @@ class Check:
         cases: makes the inputs: a list of argument tuples, deterministic.
         judge: ``judge(cases, outcomes)`` returns None to pass, or raises
             :class:`Failed` with a hint.
-        kind: ``"value"`` (compared with the reference; carries the score) or
-            ``"property"`` (counts only when every value check passes).
+        kind: ``"value"`` (compared with the reference on fixed inputs; carries
+            the score), ``"property"`` (counts only when every value check
+            passes) or ``"unseen"`` (compared with the reference on inputs drawn
+            afresh each time, see :func:`unseen`: once every value check passes,
+            failing it voids the exercise's score).
         weight: the check's share of the exercise's points.
     """
 
@@ -104,9 +112,9 @@ class Check:
     weight: float = 1.0
 
     def __post_init__(self):
-        if self.kind not in (VALUE, PROPERTY):
+        if self.kind not in (VALUE, PROPERTY, UNSEEN):
             raise ValueError(
-                f"kind: expected {VALUE!r} or {PROPERTY!r}, got {self.kind!r}"
+                f"kind: expected {VALUE!r}, {PROPERTY!r} or {UNSEEN!r}, got {self.kind!r}"
             )
 
 
@@ -166,14 +174,19 @@ class Report:
 
     @property
     def score(self) -> float:
-        """Points earned: value checks passed, plus property checks passed once
-        every value check passes, as a share of all checks' weights."""
+        """Points earned, as a share of all checks' weights: the value checks
+        passed; once they all pass, the unseen and property checks too, unless an
+        unseen check fails (right on the fixed inputs only: nothing earned)."""
         if not self.results:
             return 0.0
         total = sum(r.weight for r in self.results)
         values = [r for r in self.results if r.kind == VALUE]
         earned = sum(r.weight for r in values if r.passed)
         if all(r.passed for r in values):
+            unseen = [r for r in self.results if r.kind == UNSEEN]
+            if not all(r.passed for r in unseen):
+                return 0.0
+            earned += sum(r.weight for r in unseen)
             earned += sum(
                 r.weight for r in self.results if r.kind == PROPERTY and r.passed
             )
@@ -182,6 +195,25 @@ class Report:
     @property
     def first_hint(self) -> str:
         return next((r.hint for r in self.results if not r.passed), "")
+
+
+def unseen(make: Callable[[torch.Generator], list[tuple]]) -> Callable[[], list[tuple]]:
+    """Cases drawn afresh, from an unpredictable seed, every time a check runs.
+
+    The grader draws them in its own process, so an answer that looks its
+    inputs up in a table of the checks' fixed cases cannot pass.
+    """
+
+    def cases() -> list[tuple]:
+        seed = int.from_bytes(os.urandom(4), "big")
+        return make(torch.Generator().manual_seed(seed))
+
+    return cases
+
+
+def unseen_check(name: str, make, judge) -> Check:
+    """A check on inputs drawn afresh each time (see :func:`unseen`)."""
+    return Check(name, unseen(make), judge, UNSEEN)
 
 
 def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:

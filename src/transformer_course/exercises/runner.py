@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,13 +56,25 @@ COURSE_PACKAGE = "transformer_course"
 #: Size limits on what a learner's function may return (per call).
 LIMITS = {"elements": 1_000_000, "items": 10_000, "string": 100_000, "depth": 20}
 
+# Leaving torch for NumPy (where its own softmax or indexing would go unseen)
+_TO_NUMPY = ("numpy", "__array__")
+
 #: What an exercise may forbid: key -> (what the hint names, Python-level function
 #: names, aten operator names). Both levels are watched while the function runs.
 FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
     "softmax": (
-        "torch.softmax (also F.softmax, Tensor.softmax and log_softmax)",
-        frozenset({"softmax", "log_softmax", "_softmax", "_log_softmax"}),
-        frozenset({"_softmax", "_log_softmax", "_safe_softmax"}),
+        "torch.softmax (also F.softmax, Tensor.softmax, log_softmax, sparse softmax "
+        "and NumPy/SciPy versions)",
+        frozenset({"softmax", "log_softmax", "_softmax", "_log_softmax", *_TO_NUMPY}),
+        frozenset(
+            {
+                "_softmax",
+                "_log_softmax",
+                "_safe_softmax",
+                "_sparse_softmax",
+                "_sparse_log_softmax",
+            }
+        ),
     ),
     "scaled_dot_product_attention": (
         "F.scaled_dot_product_attention (and nn.MultiheadAttention)",
@@ -70,6 +83,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "scaled_dot_product_attention",
                 "multi_head_attention_forward",
                 "_scaled_dot_product_attention_math",
+                *_TO_NUMPY,
             }
         ),
         frozenset(
@@ -85,13 +99,34 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
         ),
     ),
     "embedding": (
-        "F.embedding, nn.Embedding or indexing the table (table[ids], index_select)",
-        frozenset({"embedding", "index_select", "take", "gather", "embedding_bag"}),
+        "F.embedding, nn.Embedding or indexing the table (table[ids], table[i], "
+        "index_select, NumPy)",
         frozenset(
-            {"embedding", "index", "index_select", "take", "gather", "_embedding_bag"}
+            {"embedding", "index_select", "take", "gather", "embedding_bag", *_TO_NUMPY}
+        ),
+        frozenset(
+            {
+                "embedding",
+                "index",
+                "index_select",
+                "select",
+                "take",
+                "gather",
+                "_embedding_bag",
+            }
         ),
     ),
 }
+
+
+_KERNEL_KEYS = (
+    "CPU",
+    "CUDA",
+    "SparseCPU",
+    "SparseCUDA",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+)
 
 
 class ForbiddenUse(Exception):  # noqa: N818  (reported to the learner by name)
@@ -135,13 +170,75 @@ class _Watch:
 
         return Functions(), Operators()
 
+    @contextlib.contextmanager
+    def kernels(self):
+        """Replace the forbidden aten operators' kernels, for every thread, while
+        the learner's function runs (a mode only sees its own thread)."""
+        if not self.ops:
+            yield
+            return
+        library = torch.library.Library("aten", "IMPL")
+        try:
+            with warnings.catch_warnings():  # "overriding a registered kernel"
+                warnings.simplefilter("ignore")
+                for name, key in self.ops.items():
+                    for overload in getattr(torch.ops.aten, name).overloads():
+                        qualified = (
+                            name if overload == "default" else f"{name}.{overload}"
+                        )
+                        for dispatch_key in _KERNEL_KEYS:
+                            with contextlib.suppress(RuntimeError):
+                                if torch._C._dispatch_has_kernel_for_dispatch_key(
+                                    f"aten::{qualified}", dispatch_key
+                                ):
+                                    library.impl(
+                                        qualified, self._refusal(key), dispatch_key
+                                    )
+            yield
+        finally:
+            library._destroy()
+
+    def _refusal(self, key: str):
+        def refuse(*args, **kwargs):
+            raise self.hit(key)
+
+        return refuse
+
 
 def _code_names(code: types.CodeType) -> set[str]:
+    """Global names a code object uses, and its string constants (``__import__``)."""
     names = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _code_names(const)
+        elif isinstance(const, str) and const.split(".")[0] == COURSE_PACKAGE:
+            names.add(COURSE_PACKAGE)
     return names
+
+
+def _unwrap(obj: object) -> list:
+    """The callables behind ``obj``: itself, a partial's function, a bound
+    method's function, a decorator's ``__wrapped__``, an instance's ``__call__``."""
+    found, todo = [], [obj]
+    while todo and len(found) < 50:
+        item = todo.pop()
+        if any(item is f for f in found):
+            continue
+        found.append(item)
+        for attribute in ("func", "__func__", "__wrapped__"):
+            try:
+                inner = getattr(item, attribute)
+            except Exception:
+                continue
+            if isinstance(inner, staticmethod | classmethod):
+                inner = inner.__func__
+            if callable(inner):
+                todo.append(inner)
+        if not isinstance(item, types.FunctionType | types.BuiltinFunctionType):
+            call = getattr(type(item), "__call__", None)  # noqa: B004
+            if isinstance(call, types.FunctionType):
+                todo.append(call)
+    return found
 
 
 def _from_course(obj: object) -> bool:
@@ -157,31 +254,42 @@ def _from_course(obj: object) -> bool:
 
 
 def uses_course_package(function: Callable) -> list[str]:
-    """The global names through which ``function`` reaches the course package.
+    """The names through which ``function`` reaches the course package.
 
-    Follows the learner's own helper functions (those defined in the same
-    namespace). ``tc`` counts even where it is not defined (in the sandbox).
+    Looks through partials, bound methods, decorators and callable instances,
+    and follows the learner's own helpers (functions defined in the same
+    namespace as the first function found; library code is not read). ``tc``
+    counts even where it is not defined (in the grader's sandbox).
     """
     found: list[str] = []
     seen: set[int] = set()
+    home: list[dict] = []  # the learner's namespace, once known
 
-    def visit(fn: Callable) -> None:
-        code = getattr(fn, "__code__", None)
-        if code is None or id(fn) in seen:
-            return
-        seen.add(id(fn))
-        namespace = getattr(fn, "__globals__", {})
-        for name in sorted(_code_names(code)):
-            if name in (COURSE_PACKAGE, "tc") and name not in namespace:
-                found.append(name)
+    def visit(obj: object) -> None:
+        for fn in _unwrap(obj):
+            if id(fn) in seen:
                 continue
-            if name not in namespace:
+            seen.add(id(fn))
+            if _from_course(fn):
+                found.append(getattr(fn, "__qualname__", None) or type(fn).__name__)
                 continue
-            obj = namespace[name]
-            if _from_course(obj):
-                found.append(name)
-            elif getattr(obj, "__globals__", None) is namespace:
-                visit(obj)
+            code = getattr(fn, "__code__", None)
+            namespace = getattr(fn, "__globals__", None)
+            if not isinstance(code, types.CodeType) or not isinstance(namespace, dict):
+                continue
+            if not home:
+                home.append(namespace)
+            elif namespace is not home[0]:
+                continue  # library code
+            for name in sorted(_code_names(code)):
+                if name in (COURSE_PACKAGE, "tc") and name not in namespace:
+                    found.append(name)
+                elif name in namespace:
+                    value = namespace[name]
+                    if _from_course(value):
+                        found.append(name)
+                    elif callable(value) and not isinstance(value, types.ModuleType):
+                        visit(value)
 
     visit(function)
     return sorted(set(found))
@@ -229,6 +337,9 @@ def to_plain(value: Any, limits: dict | None = None) -> Any:
         for kind in (bool, int, float):
             if isinstance(v, kind):
                 return kind(v)
+        if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0:
+            with contextlib.suppress(Exception):  # a NumPy scalar: its Python value
+                return plain(v.item(), depth)
         if isinstance(v, str):
             return plain(str.__str__(v), depth)
         if isinstance(v, list | tuple | dict):
@@ -314,7 +425,7 @@ def call_cases(
         try:
             if forbidden:
                 functions, operators = watch.modes()
-                with functions, operators:
+                with watch.kernels(), functions, operators:
                     value = function(*args)
             else:
                 value = function(*args)
@@ -361,15 +472,44 @@ def call_cases(
 # the children cannot reach.
 
 
-class _BlockCoursePackage:
-    """A meta-path finder that refuses the course package (a second barrier)."""
+class _Hidden:
+    """What the course package is in the sandbox: importable, so that a cell
+    which imports it for comparison still defines its functions, but useless:
+    calling anything from it raises."""
+
+    __module__ = COURSE_PACKAGE  # so uses_course_package() recognises it
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return _Hidden(f"{self._name}.{attribute}")
+
+    def __call__(self, *args, **kwargs):
+        raise ModuleNotFoundError(
+            f"{self._name}: the course package is hidden while grading"
+        )
+
+
+class _HideCoursePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """A meta-path finder that gives out :class:`_Hidden` modules for the course
+    package (where it is installed inside the sandbox's folders: a second barrier)."""
 
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == COURSE_PACKAGE:
-            raise ModuleNotFoundError(
-                f"No module named {COURSE_PACKAGE!r} (hidden while grading)"
-            )
-        return None
+        if name.split(".")[0] != COURSE_PACKAGE:
+            return None
+        return importlib.machinery.ModuleSpec(name, self, is_package=True)
+
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+        module.__getattr__ = lambda attribute: _Hidden(f"{spec.name}.{attribute}")
+        return module
+
+    def exec_module(self, module):
+        pass
 
 
 def _shell():
@@ -536,10 +676,19 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
         try:
             os.close(report_fd)
             os.setpgid(0, 0)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
+                with contextlib.suppress(AttributeError, ValueError, OSError):
+                    signal.signal(getattr(signal, name), signal.SIG_DFL)
             code = _child(plan, job, cases, work)
         finally:
             os._exit(code)
-    stage, started = "start", time.monotonic()
+    # The stages a job goes through, in order. The child writes each one as it
+    # starts it; a line that does not move forward (the learner's code can write
+    # to the file too) does not restart the clock, and the whole job has a cap.
+    stages = ["preamble", *(f"cell {i}" for i, _ in job["cells"]), "call", "done"]
+    reached, started = -1, time.monotonic()
+    job_started = started
     status, detail, code = None, "", None
     while code is None:
         done, wait_status = os.waitpid(pid, os.WNOHANG)
@@ -547,15 +696,23 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
             code = os.waitstatus_to_exitcode(wait_status)
             break
         latest = last_line(progress)
-        if latest != stage:
-            stage, started = latest, time.monotonic()
-        if time.monotonic() - started > plan["timeout"]:
+        if latest in stages and stages.index(latest) > reached:
+            reached, started = stages.index(latest), time.monotonic()
+        now = time.monotonic()
+        if now - started > plan["timeout"]:
             status = "timeout"
             detail = f"ran for more than {plan['timeout']:g} s"
             break
+        if now - job_started > plan["job_limit"]:
+            status = "timeout"
+            detail = f"the exercise's cells and checks took more than {plan['job_limit']:g} s"
+            break
         time.sleep(0.005)
+    stage = stages[reached] if reached >= 0 else "start"
     _kill_all_below(os.getpid(), pid if code is None else None)
-    stage = last_line(progress)
+    latest = last_line(progress)
+    if latest in stages and stages.index(latest) > reached:
+        stage = latest
     if status is None and (stage != "done" or code != 0):
         status = "crashed"
         why = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
@@ -586,7 +743,10 @@ def main(argv: list[str] | None = None) -> int:
     _set_limits(plan.get("rlimits", {}))
     _prctl(4, 0)  # PR_SET_DUMPABLE: children may not open our pipe via /proc
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: detached grandchildren come back to us
-    sys.meta_path.insert(0, _BlockCoursePackage())
+    sys.meta_path.insert(0, _HideCoursePackage())
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):  # PID 1 of the sandbox:
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # children
+            signal.signal(getattr(signal, name), signal.SIG_IGN)  # may not stop it
     # every case is read now, before any learner code runs
     cases = [torch.load(job["cases"], weights_only=True) for job in plan["jobs"]]
     report_fd = os.dup(1)
