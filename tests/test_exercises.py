@@ -358,3 +358,23 @@ def test_numeric_quizzes_start_blank():
         for quiz in chapter(number).quizzes.values():
             if isinstance(quiz, Numeric):
                 assert quiz.widget().control.value == ""
+
+
+@pytest.mark.parametrize(
+    ("typed", "number"),
+    [
+        ("64", 64.0),
+        (" 1,050,624 ", 1_050_624.0),
+        ("1_000", 1000.0),
+        ("1e3", 1000.0),
+        ("-2.5", -2.5),
+        ("6,4", None),  # a decimal comma is not read as 64
+        ("3,20", None),
+        ("1,0000", None),
+        ("", None),
+        ("inf", None),
+        ("six", None),
+    ],
+)
+def test_numbers_typed_into_a_quiz(typed, number):
+    assert widgets.parse_number(typed) == number

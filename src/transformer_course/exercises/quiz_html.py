@@ -82,7 +82,10 @@ def decode_payload(key: str, encoded: str) -> dict:
 
 
 # Scoped to .tc-quiz; colours follow the book theme (pydata-sphinx-theme
-# variables, light and dark) with plain fallbacks elsewhere.
+# variables, light and dark) with plain fallbacks elsewhere. In dark mode the
+# theme puts HTML outputs on a light box (as it does for widgets); the last rule
+# takes the quiz out of it, as the theme does for data frames, so that the quiz
+# follows the dark theme.
 _STYLE = """\
 .tc-quiz{border:1px solid var(--pst-color-border,#d0d7de);border-radius:.4em;\
 padding:.7em 1em;margin:.5em 0;max-width:48em}\
@@ -103,6 +106,8 @@ background:var(--pst-color-surface,#f6f8fa);color:var(--pst-color-text-base,inhe
 .tc-quiz-feedback.tc-quiz-pass b{color:var(--pst-color-success,#1a7f37)}\
 .tc-quiz-feedback.tc-quiz-fail b{color:var(--pst-color-danger,#cf222e)}\
 .tc-quiz details.toggle-details{margin:.6em 0 0}\
+html[data-theme=dark] .bd-content div.cell_output .text_html:has(>form.tc-quiz){\
+background-color:transparent;color:inherit;padding:0}\
 """
 
 # Defines window.tcQuiz once per page, then wires every quiz not yet wired (so it
@@ -131,7 +136,12 @@ _SCRIPT = """\
       return JSON.parse(new TextDecoder("utf-8").decode(bytes));
     };
     var parseNumber = function (text) {
-      var cleaned = text.trim().replace(/[,_\\s]/g, "");
+      var cleaned = text.trim().replace(/_/g, "");
+      if (cleaned.indexOf(",") >= 0) {
+        // a comma only as a thousands separator: "6,4" is not 64
+        if (!/^[+-]?\\d{1,3}(,\\d{3})+(\\.\\d*)?$/.test(cleaned)) return null;
+        cleaned = cleaned.replace(/,/g, "");
+      }
       if (!/^[+-]?(\\d+\\.?\\d*|\\.\\d+)(e[+-]?\\d+)?$/i.test(cleaned)) return null;
       var value = Number(cleaned);
       return isFinite(value) ? value : null;

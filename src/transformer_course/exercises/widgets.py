@@ -17,6 +17,7 @@ import html
 import math
 import os
 import random
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -221,13 +222,24 @@ class MultipleChoice(_Quiz):
         )
 
 
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
+
+
 def parse_number(text: object) -> float | None:
-    """A number typed by a learner ("1,050,624", "1e6", " 64 "), or None."""
+    """A number typed by a learner ("1,050,624", "1e6", " 64 "), or None.
+
+    A comma is read only as a thousands separator: "6,4" is not a number (it
+    could be a decimal comma), rather than 64.
+    """
     if isinstance(text, int | float) and not isinstance(text, bool):
         return float(text)
     if not isinstance(text, str):
         return None
-    cleaned = text.strip().replace(",", "").replace("_", "").replace(" ", "")
+    cleaned = text.strip().replace("_", "")
+    if "," in cleaned:
+        if not _THOUSANDS.fullmatch(cleaned):
+            return None
+        cleaned = cleaned.replace(",", "")
     try:
         value = float(cleaned)
     except ValueError:
