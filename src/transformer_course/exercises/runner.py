@@ -687,17 +687,32 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
     # starts it; a line that does not move forward (the learner's code can write
     # to the file too) does not restart the clock, and the whole job has a cap.
     stages = ["preamble", *(f"cell {i}" for i, _ in job["cells"]), "call", "done"]
+    position = {stage: index for index, stage in enumerate(stages)}
     reached, started = -1, time.monotonic()
-    job_started = started
+    job_started, offset, pending = started, 0, b""
     status, detail, code = None, "", None
+
+    def advance() -> None:  # read every new line, in order
+        nonlocal reached, started, offset, pending
+        try:
+            with progress.open("rb") as handle:
+                handle.seek(offset)
+                chunk = handle.read(1 << 20)
+        except OSError:
+            return
+        offset += len(chunk)
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            index = position.get(line.decode(errors="replace"), -1)
+            if index > reached:
+                reached, started = index, time.monotonic()
+
     while code is None:
         done, wait_status = os.waitpid(pid, os.WNOHANG)
         if done:
             code = os.waitstatus_to_exitcode(wait_status)
             break
-        latest = last_line(progress)
-        if latest in stages and stages.index(latest) > reached:
-            reached, started = stages.index(latest), time.monotonic()
+        advance()
         now = time.monotonic()
         if now - started > plan["timeout"]:
             status = "timeout"
@@ -708,11 +723,9 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
             detail = f"the exercise's cells and checks took more than {plan['job_limit']:g} s"
             break
         time.sleep(0.005)
-    stage = stages[reached] if reached >= 0 else "start"
     _kill_all_below(os.getpid(), pid if code is None else None)
-    latest = last_line(progress)
-    if latest in stages and stages.index(latest) > reached:
-        stage = latest
+    advance()
+    stage = stages[reached] if reached >= 0 else "start"
     if status is None and (stage != "done" or code != 0):
         status = "crashed"
         why = f"signal {-code}" if code is not None and code < 0 else f"status {code}"
