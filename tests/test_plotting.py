@@ -136,6 +136,10 @@ def test_patch_tokens_figure_shows_the_patchify_matrix(size, p):
     assert ax_tokens.get_title() == f"tokens ({n_tokens}, {p * p})"
     # the patch numbers drawn on the image: one per token
     assert sorted(int(t.get_text()) for t in ax_image.texts) == list(range(n_tokens))
+    # the highlighted patch's outline is drawn on top of the patch numbers
+    (outline,) = ax_image.patches
+    assert outline.get_zorder() > max(t.get_zorder() for t in ax_image.texts)
+    assert outline.get_linewidth() >= 3
 
 
 def test_patch_tokens_figure_follows_the_inkiest_patch_by_default():

@@ -171,16 +171,19 @@ def patch_tokens_figure(
             r * p - 0.4,
             str(n),
             color="tab:blue",
-            fontsize=9,
+            fontsize=7,
+            alpha=0.8,
             ha="left",
             va="top",
+            zorder=3,
             bbox={
-                "boxstyle": "round,pad=0.1",
+                "boxstyle": "round,pad=0.05",
                 "fc": "white",
                 "ec": "none",
-                "alpha": 0.8,
+                "alpha": 0.5,
             },
         )
+    # the followed patch: a thick outline drawn above the grid and the labels
     ax_image.add_patch(
         Rectangle(
             (left * p - 0.5, top * p - 0.5),
@@ -188,7 +191,8 @@ def patch_tokens_figure(
             p,
             fill=False,
             color=colour,
-            linewidth=2.5,
+            linewidth=4,
+            zorder=4,
         )
     )
     token_axis(ax_image, _every(W, 8), label="pixel column")

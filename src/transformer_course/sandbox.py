@@ -56,7 +56,7 @@ MAX_RESULT_BYTES = 64 * 2**20
 STARTUP_SECONDS = 120  # starting Python and importing torch, on a busy machine
 WORK_BYTES = 512 * 2**20  # the sandbox's private /tmp, where jobs write
 JOB_STAGES = 4  # an exercise may take this many per-cell timeouts in all
-EXTRA_TASKS = 256  # processes and threads a sandbox may add (RLIMIT_NPROC)
+EXTRA_TASKS = 64  # processes and threads a sandbox may add (RLIMIT_NPROC)
 # Namespaces and privileges: a user namespace with every capability dropped (as
 # root too), so nothing inside can remount, raise its limits or reach the host.
 _ISOLATION = (
@@ -195,7 +195,7 @@ class Sandbox:
     def __init__(
         self,
         unsafe: bool = False,
-        memory_bytes: int = 4 * 2**30,
+        memory_bytes: int = 3 * 2**30,
         cpu_seconds: int = 600,
     ):
         self.problem = bwrap_problem()
@@ -331,6 +331,7 @@ class Sandbox:
             "timeout": timeout,
             # a cap on one exercise, whatever its number of cells
             "job_limit": timeout * JOB_STAGES,
+            "max_processes": EXTRA_TASKS,
             "work": str(self._work(scratch)),
             "max_result_bytes": MAX_RESULT_BYTES,
             "warm": ["numpy", "matplotlib.pyplot", "IPython.core.interactiveshell"],
