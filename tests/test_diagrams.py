@@ -47,17 +47,17 @@ def inside_the_figure(fig):
                 "$W_q$",
                 "$W_k$",
                 "$W_v$",
-                "(D, d_k)",
-                "(D, d_v)",
+                "(D, $d_k$)",
+                "(D, $d_v$)",
                 "$q$",
                 "$k$",
                 "$v$",
-                "(N, d_k)",
-                "(N, d_v)",
+                "(N, $d_k$)",
+                "(N, $d_v$)",
                 "scores (N, N)",
                 "+ mask",
                 "softmax",
-                "output (N, d_v)",
+                "output (N, $d_v$)",
             ],
         ),
         (
@@ -100,8 +100,8 @@ def test_each_figure_names_its_shapes(make, labels):
 
 
 def test_the_weighted_average_figure_states_the_sum():
-    texts = drawn(diagrams.attention_as_average(d=2, n=5))
-    assert "d" in texts  # the highlighted row ...
+    texts = drawn(diagrams.attention_as_average(j=2, n=5))
+    assert "j" in texts  # the highlighted row ...
     assert "n" in texts  # ... and column are named
     assert r"\sum_{n'}" in " ".join(texts)
 
@@ -130,7 +130,7 @@ def test_multihead_stacks_one_matrix_per_head():
 @pytest.mark.parametrize(
     ("make", "kwargs", "message"),
     [
-        (diagrams.attention_as_average, {"d": 4}, "0 ≤ d < 4"),
+        (diagrams.attention_as_average, {"j": 4}, "0 ≤ j < 4"),
         (diagrams.multihead_as_sum, {"n_heads": 7}, "n_heads: expected 1 to 6"),
         (diagrams.split_merge_heads, {"n_heads": 0}, "1 ≤ n_heads ≤ 6"),
     ],

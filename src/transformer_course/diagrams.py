@@ -117,17 +117,17 @@ def _node(ax: Axes, x, y, name: str, shape: str, colour: str) -> None:
     _label(ax, x, y - 0.2, shape, SHAPE - 1)
 
 
-def attention_as_average(d: int = 1, n: int = 3) -> Figure:
+def attention_as_average(j: int = 1, n: int = 3) -> Figure:
     """Turner's figure 3: ``Y = X A``, one output entry as a row times a column.
 
-    ``Y[d, n]`` (Y is D × N) is row d of ``X`` (D × N: feature d of every
+    ``Y[j, n]`` (Y is D × N) is row j of ``X`` (D × N: feature j of every
     token) times column n of ``A`` (N × N, each column sums to 1): a weighted
-    average of feature d over the tokens. ``d`` (< 4) and ``n`` (< 6) pick the
+    average of feature j over the tokens. ``j`` (< 4) and ``n`` (< 6) pick the
     highlighted entry; the drawing has D = 4 and N = 6.
     """
     D, N, cell = 4, 6, 0.38
-    if not (0 <= d < D and 0 <= n < N):
-        raise ValueError(f"d, n: expected 0 ≤ d < {D} and 0 ≤ n < {N}, got {d}, {n}")
+    if not (0 <= j < D and 0 <= n < N):
+        raise ValueError(f"j, n: expected 0 ≤ j < {D} and 0 ≤ n < {N}, got {j}, {n}")
     A = np.random.default_rng(3).dirichlet(np.full(N, 0.6), size=N).T  # columns: 1
     shades = [[str(0.1 + 0.9 * a / A.max()) for a in row] for row in A]  # white: high
     fig, ax = _canvas(9.6, 5.1, "Attention is a weighted average: Y = X A (Turner)")
@@ -137,9 +137,9 @@ def attention_as_average(d: int = 1, n: int = 3) -> Figure:
     x_y, x_x, x_a = 0.45, 3.55, 6.65
     top_a = top + (N - D) * cell / 2
     _grid(ax, x_y, top, D, N, cell)
-    _grid(ax, x_y + n * cell, top - d * cell, 1, 1, cell, red)
+    _grid(ax, x_y + n * cell, top - j * cell, 1, 1, cell, red)
     _grid(ax, x_x, top, D, N, cell, "#E6ECF5")
-    _outline(ax, x_x, top - d * cell, w, cell, blue)
+    _outline(ax, x_x, top - j * cell, w, cell, blue)
     _grid(ax, x_a, top_a, N, N, cell, shades)
     _outline(ax, x_a + n * cell, top_a, cell, N * cell, blue)
     for x, top_, height, name, shape in [
@@ -151,11 +151,11 @@ def attention_as_average(d: int = 1, n: int = 3) -> Figure:
         _label(ax, x + w / 2, top_ - height - 0.22, shape)
     _label(ax, x_y + w + 0.33, top - h / 2, "=", SIGN)
     _label(ax, x_x + w + 0.33, top - h / 2, "×", SIGN)
-    _label(ax, x_y - 0.22, top - (d + 0.5) * cell, "d", SHAPE, color=red)
+    _label(ax, x_y - 0.22, top - (j + 0.5) * cell, "j", SHAPE, color=red)
     _label(ax, x_y + (n + 0.5) * cell, top + 0.02, "n", SHAPE, color=red, va="bottom")
     notes = [
-        (x_y, "output token n, feature d:\n" r"$Y_{d,n}=\sum_{n'} X_{d,n'}A_{n',n}$"),
-        (x_x, "row d of X: feature d\nof all N input tokens"),
+        (x_y, "output token n, feature j:\n" r"$Y_{j,n}=\sum_{n'} X_{j,n'}A_{n',n}$"),
+        (x_x, "row j of X: feature j\nof all N input tokens"),
         (x_a, "column n of A: the weights\nof output n (white = high)"),
     ]
     for x, note in notes:
@@ -180,7 +180,7 @@ def qkv_graph() -> Figure:
     half = 0.75  # half a node's width
     _node(ax, columns[0], middle, "x", "(N, D)", blue)
     for name, y in {"q": top, "k": middle, "v": bottom}.items():
-        width = "d_v" if name == "v" else "d_k"
+        width = "$d_v$" if name == "v" else "$d_k$"  # mathtext: a subscript
         _node(ax, columns[1], y, f"$W_{name}$", f"(D, {width})", orange)
         _node(ax, columns[2], y, f"${name}$", f"(N, {width})", grey)
         _arrow(ax, (columns[0] + half, middle), (columns[1] - half, y))
@@ -188,7 +188,7 @@ def qkv_graph() -> Figure:
     _node(ax, columns[3], top, r"$q\,k^\top/\sqrt{d_k}$", "scores (N, N)", green)
     _node(ax, columns[4], top, "+ mask", "−∞ = blocked", green)
     _node(ax, columns[4], middle, "softmax", "of each row", green)
-    _node(ax, columns[4], bottom, "A v", "output (N, d_v)", blue)
+    _node(ax, columns[4], bottom, "A v", "output (N, $d_v$)", blue)
     _arrow(ax, (columns[2] + half, top), (columns[3] - half, top))
     _arrow(ax, (columns[2] + half, middle), (columns[3] - half, top - 0.3))
     _arrow(ax, (columns[3] + half, top), (columns[4] - half, top))

@@ -358,8 +358,8 @@ QUIZZES = {
     ),
     "quiz_rank": MultipleChoice(
         key="quiz_rank",
-        question="In Turner's sum over heads, Y = Σ_h V_h X A_h, what is the largest possible rank of V_h (a D×D matrix)?",
-        explanation="V_h = U_h U_{v,h} with U_h of size D×d: its rank is at most d = D/H.",
+        question="In Turner's sum over heads, Y = Σ_h M_h X A_h (Turner writes V_h for M_h), what is the largest possible rank of M_h (a D×D matrix)?",
+        explanation="M_h is the head's output block (D×d) times its value map (d×D): a product through only d dimensions, so its rank is at most d = D/H.",
         options=["d = D/H", "D", "H", "N"],
         answer=0,
     ),
