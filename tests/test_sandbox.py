@@ -368,3 +368,21 @@ def test_the_number_of_processes_is_limited(tmp_path):
     assert grade.status in ("passed", "crashed"), grade.hint
     if grade.status == "crashed":
         assert "started more than 64 processes" in grade.hint
+
+
+@needs_bwrap
+def test_the_private_tmp_is_mounted_before_folders_that_may_live_in_it(tmp_path):
+    # a checkout (and its .venv) under /tmp must stay visible in the sandbox
+    from transformer_course.sandbox import Sandbox
+
+    command = Sandbox()._command(tmp_path, tmp_path / "plan.json")
+    tmpfs_tmp = next(
+        i for i in range(len(command) - 1) if command[i : i + 2] == ["--tmpfs", "/tmp"]
+    )
+    binds = [
+        i
+        for i, arg in enumerate(command[:-1])
+        if arg in ("--bind", "--ro-bind") and command[i + 2].startswith("/tmp/")
+    ]
+    assert binds
+    assert all(i > tmpfs_tmp for i in binds)

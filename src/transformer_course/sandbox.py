@@ -253,6 +253,11 @@ class Sandbox:
             "--as-pid-1",
             "--tmpfs",
             "/",
+            # /tmp first: folders bound below may live under it (a clone in /tmp)
+            "--size",
+            str(WORK_BYTES),
+            "--tmpfs",
+            "/tmp",
         ]
         for folder in SYSTEM_FOLDERS:
             if os.path.islink(folder):
@@ -274,10 +279,6 @@ class Sandbox:
             "/dev/shm",
             "--proc",
             "/proc",
-            "--size",
-            str(WORK_BYTES),
-            "--tmpfs",
-            "/tmp",
             "--ro-bind",
             str(scratch),
             str(scratch),
