@@ -208,3 +208,39 @@ def test_heatmap_colorbar_works_with_either_layout(layout):
         with pytest.warns(UserWarning, match="layout has changed to tight"):
             fig.tight_layout()
     fig.canvas.draw()
+
+
+def test_loss_curves_draw_runs_and_reference_lines():
+    from transformer_course.train import History
+
+    history = History(
+        steps=list(range(10)),
+        train_losses=[3.0 - 0.1 * s for s in range(10)],
+        val_steps=[4, 9],
+        val_losses=[2.7, 2.2],
+    )
+    ax = tc.plotting.loss_curves(
+        {"pre-norm": history}, references={"uniform ln V": 4.17}, smooth=3
+    )
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    train = lines["pre-norm: train"]
+    assert list(train.get_xdata()) == list(range(2, 10))  # a 3-step average
+    assert train.get_ydata()[0] == pytest.approx(2.9)
+    assert list(lines["pre-norm: validation"].get_ydata()) == [2.7, 2.2]
+    assert any(line.get_ydata()[0] == 4.17 for line in ax.get_lines())
+    assert "uniform ln V 4.17" in [t.get_text() for t in ax.texts]
+    assert ax.get_xlabel() == "step"
+    assert ax.get_ylabel() == "cross-entropy (nats)"
+    assert ax.get_title()
+
+
+def test_loss_curves_name_bad_input():
+    from transformer_course.train import History
+
+    with pytest.raises(ValueError, match="expected at least one run"):
+        tc.plotting.loss_curves({})
+    bad = History(steps=[0, 1], train_losses=[1.0])
+    with pytest.raises(ValueError, match="expected as many steps as training losses"):
+        tc.plotting.loss_curves({"run": bad})
+    with pytest.raises(ValueError, match=r"smooth: expected an int >= 1, got 0"):
+        tc.plotting.loss_curves({"run": History()}, smooth=0)

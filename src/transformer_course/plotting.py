@@ -31,6 +31,7 @@ from .tokens import patchify
 __all__ = [
     "COURSE_STYLE",
     "attention_heatmap",
+    "loss_curves",
     "patch_tokens_figure",
     "token_axis",
     "use_course_style",
@@ -329,4 +330,75 @@ def attention_heatmap(
         # fig.tight_layout() on a figure that started constrained.
         bar_axes = ax.inset_axes((1.04, 0.0, 0.05, 1.0))
         ax.figure.colorbar(image, cax=bar_axes)
+    return ax
+
+
+def loss_curves(
+    histories: dict[str, Any],
+    references: dict[str, float] | None = None,
+    ax: Axes | None = None,
+    title: str = "Training and validation loss",
+    smooth: int = 1,
+) -> Axes:
+    """Chapters 4, 6, 7: loss against step for one or more runs of ``tc.fit``.
+
+    Args:
+        histories: run name -> a :class:`~transformer_course.train.History` (or
+            anything with ``steps``, ``train_losses``, ``val_steps``,
+            ``val_losses``). Training loss is drawn thin, validation loss with
+            markers, in the same colour per run.
+        references: label -> loss, drawn as horizontal dashed lines (e.g. the
+            uniform ln V, unigram and bigram losses of chapter 6).
+        smooth: the training loss is averaged over this many steps (1: raw).
+
+    Returns the axes, with labelled axes, a legend and a title.
+    """
+    if not histories:
+        raise ValueError("histories: expected at least one run, got none")
+    if not isinstance(smooth, int) or smooth < 1:
+        raise ValueError(f"smooth: expected an int >= 1, got {smooth!r}")
+    if ax is None:
+        _, ax = plt.subplots()
+    for index, (name, history) in enumerate(histories.items()):
+        colour = f"C{index}"
+        steps = np.asarray(history.steps, dtype=float)
+        losses = np.asarray(history.train_losses, dtype=float)
+        if len(steps) != len(losses):
+            raise ValueError(
+                f"{name}: expected as many steps as training losses, got "
+                f"{len(steps)} and {len(losses)}"
+            )
+        if smooth > 1 and len(losses) >= smooth:
+            kernel = np.ones(smooth) / smooth
+            losses = np.convolve(losses, kernel, mode="valid")
+            steps = steps[smooth - 1 :]
+        ax.plot(steps, losses, color=colour, lw=1, alpha=0.8, label=f"{name}: train")
+        if len(history.val_steps):
+            ax.plot(
+                history.val_steps,
+                history.val_losses,
+                color=colour,
+                marker="o",
+                ms=4,
+                lw=1.5,
+                label=f"{name}: validation",
+            )
+    for index, (label, value) in enumerate((references or {}).items()):
+        ax.axhline(value, color="0.4", ls=(0, (4, 2 + index)), lw=1)
+        ax.annotate(
+            f"{label} {value:.2f}",
+            xy=(1, value),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 2),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="0.3",
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats)")
+    ax.set_title(title)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="upper right")
     return ax
