@@ -100,3 +100,35 @@ WRONG_SCORES = {
     "embed_one_hot": 0.0,
     "patchify": 4.0,
 }
+
+
+# --- for the grader's tests (test_grade.py, test_sandbox.py, test_agreement.py) ---
+
+
+def _needs_bwrap():
+    import pytest
+
+    from transformer_course.sandbox import bwrap_problem
+
+    return pytest.mark.skipif(
+        bwrap_problem() is not None,
+        reason=f"no sandbox on this machine: {bwrap_problem()}",
+    )
+
+
+needs_bwrap = _needs_bwrap()
+
+
+def write(tmp_path, notebook, name="01_tokens.ipynb"):
+    path = tmp_path / name
+    nbformat.write(notebook, path)
+    return path
+
+
+def by_key(result):
+    return {e.key: e for e in result.exercises}
+
+
+def reference(key, chapter=1):
+    """The reference solution of exercise ``key``, without the markers."""
+    return without_markers(solution_cells(read_source(chapter))[key])

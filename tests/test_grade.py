@@ -11,46 +11,26 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 from exercise_helpers import (
     WRONG,
     WRONG_SCORES,
+    by_key,
     insert_after,
-    read_source,
+    needs_bwrap,
+    reference,
     source_path,
     submission,
+    write,
 )
 
 import transformer_course
 from transformer_course.exercises.ch01 import EXERCISES
 from transformer_course.grade import grade_notebook
-from transformer_course.sandbox import bwrap_problem
 
 MAX = sum(e.points for e in EXERCISES.values())
 PACKAGE = Path(transformer_course.__file__).resolve().parent
 SOURCE_NOTEBOOK = source_path(1)
-
-needs_bwrap = pytest.mark.skipif(
-    bwrap_problem() is not None,
-    reason=f"no sandbox on this machine: {bwrap_problem()}",
-)
-
-
-def write(tmp_path, notebook, name="01_tokens.ipynb"):
-    path = tmp_path / name
-    nbformat.write(notebook, path)
-    return path
-
-
-def by_key(result):
-    return {e.key: e for e in result.exercises}
-
-
-def reference(key, chapter=1):
-    from exercise_helpers import solution_cells, without_markers
-
-    return without_markers(solution_cells(read_source(chapter))[key])
 
 
 # --- scores ---------------------------------------------------------------------

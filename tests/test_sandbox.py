@@ -11,15 +11,15 @@ import time
 import uuid
 from pathlib import Path
 
-import nbformat
 import pytest
 from exercise_helpers import (
+    by_key,
     insert_after,
-    read_source,
-    solution_cells,
+    needs_bwrap,
+    reference,
     source_path,
     submission,
-    without_markers,
+    write,
 )
 
 import transformer_course
@@ -30,25 +30,6 @@ from transformer_course.sandbox import bwrap_problem
 MAX = sum(e.points for e in EXERCISES.values())
 PACKAGE = Path(transformer_course.__file__).resolve().parent
 SOURCE_NOTEBOOK = source_path(1)
-
-needs_bwrap = pytest.mark.skipif(
-    bwrap_problem() is not None,
-    reason=f"no sandbox on this machine: {bwrap_problem()}",
-)
-
-
-def write(tmp_path, notebook, name="01_tokens.ipynb"):
-    path = tmp_path / name
-    nbformat.write(notebook, path)
-    return path
-
-
-def by_key(result):
-    return {e.key: e for e in result.exercises}
-
-
-def reference(key, chapter=1):
-    return without_markers(solution_cells(read_source(chapter))[key])
 
 
 # --- the sandbox: nothing outlives grading, nothing outside scratch is touched -------

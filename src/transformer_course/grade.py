@@ -463,18 +463,25 @@ def grade_notebook(
     )
 
 
-def write_json_atomically(path: Path, data: object) -> None:
-    """Write ``data`` as JSON to ``path`` via a temporary file and a rename."""
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and a rename: a reader
+    never sees half a file, and a failure leaves the old one as it was."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data, indent=2) + "\n")
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def write_json_atomically(path: Path, data: object) -> None:
+    """Write ``data`` as JSON to ``path`` (see :func:`write_text_atomically`)."""
+    write_text_atomically(path, json.dumps(data, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

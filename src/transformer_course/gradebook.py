@@ -30,11 +30,10 @@ import csv
 import io
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .grade import NotebookGrade, grade_notebook
+from .grade import NotebookGrade, grade_notebook, write_text_atomically
 from .sandbox import Sandbox, SandboxUnavailable
 
 __all__ = ["ClassRow", "grade_class", "main"]
@@ -65,14 +64,6 @@ class ClassRow:
     max_points: float
     status: str
     hint: str
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-        out.write(text)
-    os.replace(temporary, path)
 
 
 def grade_class(
@@ -136,24 +127,14 @@ def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log
     course = path.parents[3]
     if not path.is_file():
         log(f"{student}: {name}.ipynb is missing")
-        rows = []
-        for cell in gradebook.find_notebook(name, assignment).grade_cells:
-            grade = gradebook.find_grade(cell.name, name, assignment, student)
-            grade.auto_score = 0.0
-            rows.append(
-                ClassRow(
-                    student,
-                    assignment,
-                    name,
-                    None,
-                    cell.name.removeprefix("check_"),
-                    0.0,
-                    cell.max_score,
-                    "missing file",
-                    f"no {name}.ipynb in the submission",
-                )
-            )
-        return rows
+        return _zero_rows(
+            gradebook,
+            student,
+            assignment,
+            name,
+            "missing file",
+            f"no {name}.ipynb in the submission",
+        )
     try:
         result: NotebookGrade = grade_notebook(path, timeout=timeout, sandbox=sandbox)
     except SandboxUnavailable:
@@ -161,24 +142,16 @@ def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log
     except Exception as err:  # this submission only: the class goes on
         log(f"{student}: could not grade {path.name}: {type(err).__name__}: {err}")
         result = None
-    rows = []
     if result is None:
-        for cell in gradebook.find_notebook(name, assignment).grade_cells:
-            gradebook.find_grade(cell.name, name, assignment, student).auto_score = 0.0
-            rows.append(
-                ClassRow(
-                    student,
-                    assignment,
-                    name,
-                    None,
-                    cell.name.removeprefix("check_"),
-                    0.0,
-                    cell.max_score,
-                    "unreadable",
-                    "the notebook could not be read",
-                )
-            )
-        return rows
+        return _zero_rows(
+            gradebook,
+            student,
+            assignment,
+            name,
+            "unreadable",
+            "the notebook could not be read",
+        )
+    rows = []
     for exercise in result.exercises:
         try:
             grade = gradebook.find_grade(
@@ -202,8 +175,30 @@ def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log
             )
         )
     feedback = course / "feedback" / student / assignment / f"{name}.grades.txt"
-    _write_atomically(feedback, result.table() + "\n")
+    write_text_atomically(feedback, result.table() + "\n")
     log(f"{student}: {name} {result.total:g}/{result.max_total}")
+    return rows
+
+
+def _zero_rows(gradebook, student, assignment, name, status, hint) -> list[ClassRow]:
+    """Every check cell of notebook ``name`` scores 0, for one reason."""
+    rows = []
+    for cell in gradebook.find_notebook(name, assignment).grade_cells:
+        gradebook.find_grade(cell.name, name, assignment, student).auto_score = 0.0
+        exercise = cell.name.removeprefix("check_")
+        rows.append(
+            ClassRow(
+                student,
+                assignment,
+                name,
+                None,
+                exercise,
+                0.0,
+                cell.max_score,
+                status,
+                hint,
+            )
+        )
     return rows
 
 
@@ -257,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
         return 2
     if args.csv:
-        _write_atomically(args.csv, rows_to_csv(rows))
+        write_text_atomically(args.csv, rows_to_csv(rows))
     return 0
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import io
 import json
 import os
@@ -45,6 +44,8 @@ from functools import cache
 from pathlib import Path
 
 import torch
+
+from .exercises.runner import _descendants, _prctl
 
 __all__ = ["Sandbox", "SandboxResult", "SandboxUnavailable", "bwrap_problem"]
 
@@ -131,34 +132,7 @@ def _python_folders() -> list[str]:
 
 def _become_subreaper() -> bool:
     """Make this process adopt orphaned descendants (Linux); True on success."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
-def _descendants(root: int) -> set[int]:
-    """Every live descendant of ``root``, from /proc (Linux)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        parents.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = set(), [root]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+    return _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
 
 
 def _tasks_of_this_user() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..tokens import _merge
 from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
 from .widgets import MultipleChoice, Numeric
 
@@ -192,15 +193,8 @@ def _merge_pure_cases():
 
 
 def _reference_merge(ids, pair, new_id):
-    merged, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
-            merged.append(new_id)
-            i += 2
-        else:
-            merged.append(ids[i])
-            i += 1
-    return merged
+    """The package's own merge step (chapter 1's BPE), as the reference."""
+    return _merge(list(ids), tuple(pair), new_id)
 
 
 def _random_merges(g):
