@@ -407,3 +407,105 @@ def test_diagonal_attention_is_a_linear_map_per_token():
     value_bias = ours.qkv_proj.bias[24:] @ ours.out_proj.weight.T
     expected = x @ maps.T + value_bias + ours.out_proj.bias
     torch.testing.assert_close(ours(x, mask=only_itself), expected)
+
+
+# --- rotary positions (chapter 5) through both paths ----------------------
+
+
+def rotary_pair(d_model=16, n_heads=4, seed=7):
+    """A float64 layer with rotary positions, and the same weights without."""
+    torch.manual_seed(seed)
+    rotary = tc.RotaryEmbedding(d_model // n_heads)
+    ours = mh.MultiHeadAttention(d_model, n_heads, rotary=rotary).double()
+    plain = mh.MultiHeadAttention(d_model, n_heads).double()
+    plain.load_state_dict(ours.state_dict())  # rotary adds no parameters
+    return ours, plain
+
+
+def rotary_by_hand(module, x, offset, is_causal):
+    """Split heads, turn q and k (complex form), torch's kernel, merge, out-proj."""
+    B_, N_, D_ = x.shape
+    H_, d_ = module.n_heads, module.d_head
+    q, k, v = nn.functional.linear(
+        x, module.qkv_proj.weight, module.qkv_proj.bias
+    ).chunk(3, -1)
+    q, k, v = (
+        t.view(B_, N_, H_, d_).transpose(1, 2) for t in (q, k, v)
+    )  # (B, H, N, d)
+    angles = tc.position_angles(N_, d_, offset=offset)  # (N, d/2)
+    q, k = tc.apply_rotary_complex(q, angles), tc.apply_rotary_complex(k, angles)
+    heads = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+    merged = heads.transpose(1, 2).reshape(B_, N_, D_)  # (B, N, D)
+    return nn.functional.linear(merged, module.out_proj.weight, module.out_proj.bias)
+
+
+@pytest.mark.parametrize("offset", [0, 5])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("fast", [True, False])
+def test_rotary_attention_equals_a_manual_computation(offset, is_causal, fast):
+    ours, _ = rotary_pair()
+    x = torch.randn(B, N, 16, dtype=F64, requires_grad=True)
+    out = ours(x, is_causal=is_causal, offset=offset, need_weights=not fast)
+    out = out if fast else out[0]
+    expected = rotary_by_hand(ours, x, offset, is_causal)
+    torch.testing.assert_close(out, expected)
+    upstream = torch.randn_like(out)
+    params = [x, ours.qkv_proj.weight, ours.qkv_proj.bias, ours.out_proj.weight]
+    for got, want in zip(
+        grads(out, params, upstream), grads(expected, params, upstream), strict=True
+    ):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_rotary_attention_does_not_depend_on_the_offset(is_causal):
+    """Only relative positions reach the scores: shifting all tokens changes nothing."""
+    ours, plain = rotary_pair()
+    x = torch.randn(B, N, 16, dtype=F64)
+    out = ours(x, is_causal=is_causal)
+    torch.testing.assert_close(ours(x, is_causal=is_causal, offset=100), out)
+    assert not torch.allclose(out, plain(x, is_causal=is_causal))
+    torch.testing.assert_close(
+        plain(x, is_causal=is_causal, offset=100), plain(x, is_causal=is_causal)
+    )  # without rotary the offset does nothing
+
+
+def test_rotary_sum_over_heads_and_weights_match_the_layer():
+    ours, _ = rotary_pair()
+    x = torch.randn(B, N, 16, dtype=F64)
+    torch.testing.assert_close(
+        mh.sum_over_heads(ours, x, is_causal=True), ours(x, is_causal=True)
+    )
+    fast = ours(x, mask=mask_of_kind("boolean")[0])
+    teaching, _ = ours(x, mask=mask_of_kind("boolean")[0], need_weights=True)
+    torch.testing.assert_close(fast, teaching)
+
+
+def test_rotary_keeps_the_state_dict_and_the_defaults():
+    ours, plain = rotary_pair()
+    assert plain.rotary is None
+    assert list(ours.state_dict()) == list(plain.state_dict())
+    assert isinstance(ours.rotary, tc.RotaryEmbedding)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: mh.MultiHeadAttention(16, 4, rotary=tc.RotaryEmbedding(8)),
+            r"rotary: expected a rotary embedding of head_dim d = d_model / n_heads "
+            r"= 4, got head_dim=8",
+        ),
+        (
+            lambda: mh.to_torch(rotary_pair()[0]),
+            r"to_torch: nn.MultiheadAttention has no rotary positions",
+        ),
+        (
+            lambda: mh.MultiHeadAttention(16, 4)(torch.zeros(1, 3, 16), offset=-1),
+            r"offset: expected an int ≥ 0, got -1",
+        ),
+    ],
+)
+def test_rotary_misuse_names_the_numbers(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -16,6 +16,7 @@ lives in one module, roughly one per chapter:
 ``multihead``     multi-head self-attention, both forms, torch conversion (chapter 3)
 ``norms``         LayerNorm (Turner's TokenNorm), RMSNorm, BatchNorm (chapter 4)
 ``block``         the transformer block: MLP, residuals, pre-/post-norm (chapter 4)
+``positions``     sinusoidal, learned, rotary (RoPE) and ALiBi positions (chapter 5)
 ``train``         the training loop and its checkpoints (chapters 4, 6, 7)
 ``diagrams``      schematic figures of the attention equations (chapters 2, 3)
 ================  ====================================================================
@@ -39,16 +40,29 @@ from .attention import (
     scaled_dot_product_attention,
     softmax,
 )
-from .block import MLP, Block, BlockConfig
+from .block import MLP, Block, BlockConfig, BlockStack
 from .data import Digits, load_digits, load_text
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norms import LayerNorm, RMSNorm, batch_norm_tokens, layer_norm, rms_norm
 from .notation import average_columns, average_rows, to_columns, to_rows
 from .plotting import (
     attention_heatmap,
+    loss_curves,
     patch_tokens_figure,
     token_axis,
     use_course_style,
+)
+from .positions import (
+    LearnedPositions,
+    RotaryEmbedding,
+    SinusoidalPositions,
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    apply_rotary_complex,
+    position_angles,
+    sinusoidal_positions,
+    sinusoidal_shift_matrix,
 )
 from .runtime import on_colab, pick_device, seed_everything, setup, show_source
 from .shapes import ShapeError, expect_shape
@@ -79,17 +93,25 @@ __all__ = [
     "BPETokenizer",
     "Block",
     "BlockConfig",
+    "BlockStack",
     "CharTokenizer",
     "Digits",
     "History",
     "LayerNorm",
+    "LearnedPositions",
     "MultiHeadAttention",
     "RMSNorm",
+    "RotaryEmbedding",
     "SelfAttention",
     "ShapeError",
+    "SinusoidalPositions",
     "TrainConfig",
     "WordTokenizer",
     "additive_scores",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rotary",
+    "apply_rotary_complex",
     "attention_heatmap",
     "attention_weights",
     "average_columns",
@@ -105,6 +127,7 @@ __all__ = [
     "learning_rate",
     "load_digits",
     "load_text",
+    "loss_curves",
     "merge_heads",
     "nearest",
     "on_colab",
@@ -112,6 +135,7 @@ __all__ = [
     "patch_tokens_figure",
     "patchify",
     "pick_device",
+    "position_angles",
     "ppmi",
     "pretokenize",
     "rms_norm",
@@ -119,6 +143,8 @@ __all__ = [
     "seed_everything",
     "setup",
     "show_source",
+    "sinusoidal_positions",
+    "sinusoidal_shift_matrix",
     "softmax",
     "split_heads",
     "svd_vectors",

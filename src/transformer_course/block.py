@@ -22,6 +22,13 @@ block whose branches output zero passes its input through unchanged
 Blocks are stacked M times, each applied to the output of the one before. The
 block converts to and from ``torch.nn.TransformerEncoderLayer`` (batch_first,
 norm_first either way), and tests prove the two agree, outputs and gradients.
+
+Chapter 5 adds rotary positions as a choice of the config: with
+``BlockConfig(..., rotary=True)`` the block's attention turns each head's
+queries and keys by their position
+(:class:`~transformer_course.positions.RotaryEmbedding`), and ``forward`` takes
+the position of the first token as ``offset``. ALiBi needs no option: its bias
+(:func:`~transformer_course.positions.alibi_bias`) is a float ``mask``.
 """
 
 from __future__ import annotations
@@ -35,12 +42,22 @@ from torch import nn
 from . import multihead
 from .multihead import MultiHeadAttention, _expect_heads, _expect_positive_int
 from .norms import LayerNorm, RMSNorm
+from .positions import RotaryEmbedding
 from .shapes import expect_shape
 
-__all__ = ["MLP", "Block", "BlockConfig", "from_torch", "to_torch"]
+__all__ = [
+    "MLP",
+    "Block",
+    "BlockConfig",
+    "BlockStack",
+    "flop_count",
+    "from_torch",
+    "parameter_count",
+    "to_torch",
+]
 
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
-NORMS = {"layer": LayerNorm, "rms": RMSNorm}
+NORMS = ("layer", "none", "rms")  # LayerNorm, no norm (chapter 4), RMSNorm
 
 
 @dataclass
@@ -52,10 +69,14 @@ class BlockConfig:
     d_mlp: int | None = None  # the MLP's hidden width; None: 4·D (Vaswani et al.)
     dropout: float = 0.0  # on attention weights and both branches, in training
     bias: bool = True  # biases in the linear layers, and β in LayerNorm
-    norm: Literal["layer", "rms"] = "layer"  # LayerNorm or RMSNorm
+    norm: Literal["layer", "rms", "none"] = "layer"  # "none": chapter 4's experiment
     norm_first: bool = True  # pre-norm (Xiong et al.); False: post-norm
     activation: Literal["gelu", "relu"] = "gelu"  # the MLP's non-linearity
     eps: float = 1e-5  # ε of the normalisations
+    residual: bool = True  # False: no skip connections (chapter 4's experiment)
+    rotary: bool = False  # rotary positions on q and k (chapter 5)
+    max_len: int | None = None  # with rotary: the largest offset + N; None: any
+    rotary_base: float = 10000.0  # with rotary: ω_i = base^(−2i/d)
 
     def __post_init__(self):
         _expect_heads(self.d_model, self.n_heads)
@@ -74,6 +95,28 @@ class BlockConfig:
                 )
         if not self.eps > 0:
             raise ValueError(f"eps: expected a positive float, got {self.eps}")
+        if not isinstance(self.residual, bool):
+            raise ValueError(f"residual: expected True or False, got {self.residual!r}")
+        if not isinstance(self.rotary, bool):
+            raise ValueError(f"rotary: expected True or False, got {self.rotary!r}")
+        head_dim = self.d_model // self.n_heads
+        if self.rotary and head_dim % 2:
+            raise ValueError(
+                f"rotary: expected an even head width d = d_model / n_heads "
+                f"(features are rotated in pairs), got d = {self.d_model} / "
+                f"{self.n_heads} = {head_dim}"
+            )
+        if self.rotary:  # checks max_len and base
+            RotaryEmbedding(head_dim, self.max_len, self.rotary_base)
+
+
+def _make_norm(config: BlockConfig) -> nn.Module:
+    """One of the block's normalisations, as ``config.norm`` says."""
+    if config.norm == "none":
+        return nn.Identity()
+    if config.norm == "rms":
+        return RMSNorm(config.d_model, eps=config.eps)
+    return LayerNorm(config.d_model, eps=config.eps, bias=config.bias)
 
 
 class MLP(nn.Module):
@@ -125,19 +168,24 @@ class Block(nn.Module):
         config: a :class:`BlockConfig`.
 
     Submodules: ``norm_1``, ``attn`` (chapter 3's
-    :class:`~transformer_course.multihead.MultiHeadAttention`), ``norm_2``,
-    ``mlp`` (:class:`MLP`), and ``resid_dropout`` on the attention branch.
+    :class:`~transformer_course.multihead.MultiHeadAttention`, with
+    ``attn.rotary`` a :class:`~transformer_course.positions.RotaryEmbedding`
+    when ``config.rotary``), ``norm_2``, ``mlp`` (:class:`MLP`), and
+    ``resid_dropout`` on the attention branch.
     """
 
     def __init__(self, config: BlockConfig):
         super().__init__()
         c = self.config = config
-        Norm = NORMS[c.norm]
-        norm_args = {"eps": c.eps, **({"bias": c.bias} if c.norm == "layer" else {})}
-        self.norm_1 = Norm(c.d_model, **norm_args)
-        self.attn = MultiHeadAttention(c.d_model, c.n_heads, c.bias, c.dropout)
+        self.norm_1 = _make_norm(c)
+        rotary = (
+            RotaryEmbedding(c.d_model // c.n_heads, c.max_len, c.rotary_base)
+            if c.rotary
+            else None
+        )
+        self.attn = MultiHeadAttention(c.d_model, c.n_heads, c.bias, c.dropout, rotary)
         self.resid_dropout = nn.Dropout(c.dropout)
-        self.norm_2 = Norm(c.d_model, **norm_args)
+        self.norm_2 = _make_norm(c)
         self.mlp = MLP(c.d_model, c.d_mlp, c.activation, c.bias, c.dropout)
 
     def forward(
@@ -145,22 +193,34 @@ class Block(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
+        offset: int = 0,
     ) -> torch.Tensor:
         """x (B, N, D) -> (B, N, D).
 
         ``mask`` and ``is_causal`` go to attention as they are (see
         :meth:`MultiHeadAttention.forward`): a boolean mask is True where a
         query may attend to a key, e.g. (N, N), or (B, 1, 1, N) for key
-        padding; ``is_causal`` forbids the keys after each query.
+        padding; ``is_causal`` forbids the keys after each query. ``offset``
+        is the position of the first token, for rotary positions (chapter 5).
         """
         expect_shape(x, "B N D", "x", D=self.config.d_model)
+        if not self.config.residual:  # chapter 4's experiment: no skip connections
+            return self._without_residuals(x, mask, is_causal, offset)
         if self.config.norm_first:  # pre-norm: Turner fig. 7, Xiong et al.
-            x = x + self.attend(self.norm_1(x), mask, is_causal)
+            x = x + self.attend(self.norm_1(x), mask, is_causal, offset=offset)
             x = x + self.mlp(self.norm_2(x))
         else:  # post-norm: "Add & Normalize" after each branch
-            x = self.norm_1(x + self.attend(x, mask, is_causal))
+            x = self.norm_1(x + self.attend(x, mask, is_causal, offset=offset))
             x = self.norm_2(x + self.mlp(x))
         return x
+
+    def _without_residuals(self, x, mask, is_causal, offset):
+        """The block with both ``x +`` removed: each stage replaces its input."""
+        if self.config.norm_first:
+            x = self.attend(self.norm_1(x), mask, is_causal, offset=offset)
+            return self.mlp(self.norm_2(x))
+        x = self.norm_1(self.attend(x, mask, is_causal, offset=offset))
+        return self.norm_2(self.mlp(x))
 
     def attend(
         self,
@@ -168,13 +228,17 @@ class Block(nn.Module):
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        offset: int = 0,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The attention branch: h (B, N, D) -> (B, N, D), and (B, H, N, N) weights.
 
-        The block's one call to attention: a KV cache or rotary positions, when
-        the course adds them, are threaded through here.
+        The block's one call to attention: rotary positions' ``offset``
+        (chapter 5), and a KV cache when the course adds one, are threaded
+        through here.
         """
-        out = self.attn(h, mask=mask, is_causal=is_causal, need_weights=need_weights)
+        out = self.attn(
+            h, mask=mask, is_causal=is_causal, need_weights=need_weights, offset=offset
+        )
         if need_weights:
             out, weights = out  # (B, N, D), (B, H, N, N)
             return self.resid_dropout(out), weights
@@ -185,6 +249,7 @@ class Block(nn.Module):
         x: torch.Tensor,
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
+        offset: int = 0,
     ) -> torch.Tensor:
         """The weights this block's attention gives x (B, N, D): (B, H, N, N).
 
@@ -192,7 +257,7 @@ class Block(nn.Module):
         """
         expect_shape(x, "B N D", "x", D=self.config.d_model)
         h = self.norm_1(x) if self.config.norm_first else x
-        return self.attend(h, mask, is_causal, need_weights=True)[1]
+        return self.attend(h, mask, is_causal, need_weights=True, offset=offset)[1]
 
 
 def _activation_name(layer: nn.TransformerEncoderLayer) -> str:
@@ -237,12 +302,22 @@ def from_torch(layer: nn.TransformerEncoderLayer) -> Block:
 def to_torch(block: Block) -> nn.TransformerEncoderLayer:
     """Chapter 4: an ``nn.TransformerEncoderLayer(batch_first=True)`` with this block's weights.
 
-    Raises ValueError for ``norm="rms"``: torch's layer has LayerNorm only.
+    Raises ValueError for ``norm="rms"`` or ``"none"``: torch's layer has
+    LayerNorm only; for ``rotary=True``: it has no rotary positions either; and
+    for ``residual=False``.
     """
     c = block.config
     if c.norm != "layer":
         raise ValueError(
             f"to_torch: torch's layer has LayerNorm only, got norm={c.norm!r}"
+        )
+    if c.rotary:
+        raise ValueError(
+            "to_torch: torch's layer has no rotary positions, got rotary=True"
+        )
+    if not c.residual:
+        raise ValueError(
+            "to_torch: torch's layer always has residual connections, got residual=False"
         )
     weight = block.mlp.up_proj.weight
     layer = nn.TransformerEncoderLayer(
@@ -264,3 +339,86 @@ def to_torch(block: Block) -> nn.TransformerEncoderLayer:
     layer.norm1.load_state_dict(block.norm_1.state_dict())
     layer.norm2.load_state_dict(block.norm_2.state_dict())
     return layer
+
+
+class BlockStack(nn.Module):
+    """Chapter 4: M blocks applied in turn, then a final norm after a pre-norm stack.
+
+    In a pre-norm stack (Turner fig. 7) the residual stream itself is never
+    normalised, so ``final_norm`` normalises the last block's output before a
+    head reads it (GPT-2 and later; chapters 6 and 7). In a post-norm stack the
+    last block already ends with a norm and ``final_norm`` is the identity.
+
+    Args:
+        config: the :class:`BlockConfig` of every block.
+        n_blocks: M.
+    """
+
+    def __init__(self, config: BlockConfig, n_blocks: int):
+        super().__init__()
+        _expect_positive_int(n_blocks, "n_blocks")
+        self.config = config
+        self.blocks = nn.ModuleList(Block(config) for _ in range(n_blocks))
+        self.final_norm = _make_norm(config) if config.norm_first else nn.Identity()
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        offset: int = 0,
+    ) -> torch.Tensor:
+        """x (B, N, D) -> (B, N, D): every block, then ``final_norm``.
+
+        ``mask``, ``is_causal`` and ``offset`` go to every block (see
+        :meth:`Block.forward`).
+        """
+        for block in self.blocks:
+            x = block(x, mask, is_causal, offset)  # (B, N, D)
+        return self.final_norm(x)
+
+    def residual_stream(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        offset: int = 0,
+    ) -> list[torch.Tensor]:
+        """The stream x^(0) … x^(M): the input and each block's output, M + 1
+        tensors (B, N, D), before ``final_norm``."""
+        stream = [x]
+        for block in self.blocks:
+            stream.append(block(stream[-1], mask, is_causal, offset))  # (B, N, D)
+        return stream
+
+
+def parameter_count(config: BlockConfig) -> dict[str, int]:
+    """Chapter 4: parameters of one :class:`Block`, by part, and their total.
+
+    Attention 4D² + 4D (chapter 3), MLP 2·D·d_mlp + d_mlp + D, and D per γ and
+    per β of each norm: with d_mlp = 4D and LayerNorm, 12D² + 13D in all.
+    Biases and β are left out when ``config.bias`` is False.
+    """
+    D, hidden = config.d_model, config.d_mlp
+    attention = multihead.parameter_count(D, config.n_heads, config.bias)
+    mlp = 2 * D * hidden + ((hidden + D) if config.bias else 0)
+    per_norm = {"none": 0, "rms": D, "layer": 2 * D if config.bias else D}
+    norms = 2 * per_norm[config.norm]
+    return {
+        "attention": attention,
+        "mlp": mlp,
+        "norms": norms,
+        "total": attention + mlp + norms,
+    }
+
+
+def flop_count(config: BlockConfig, n_tokens: int) -> dict[str, int]:
+    """Chapter 4, eq. (4.2): forward FLOPs of one block on one sequence of N tokens.
+
+    Two FLOPs per multiply-add; norms, activations, biases and softmax are
+    ignored. Attention 8·N·D² + 4·N²·D (chapter 3); the MLP's two products
+    2·N·D·d_mlp each, 16·N·D² with d_mlp = 4D. They are equal at N = 2D.
+    """
+    attention = multihead.flop_count(config.d_model, config.n_heads, n_tokens)
+    mlp = 4 * n_tokens * config.d_model * config.d_mlp
+    return {"attention": attention, "mlp": mlp}

@@ -17,9 +17,16 @@ path calls PyTorch's fused ``scaled_dot_product_attention``; with
 returns the per-head weights. Both paths take their mask from
 :func:`transformer_course.attention.attention_mask`, so they accept, combine and
 reject masks alike. Weights convert to and from ``torch.nn.MultiheadAttention``.
+
+Chapter 5 adds one option: ``rotary``, a
+:class:`~transformer_course.positions.RotaryEmbedding` that turns each head's
+queries and keys by their positions right after the head split, before the
+scores, so both paths see the same rotated q and k.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +39,9 @@ from .attention import (
     scaled_dot_product_attention,
 )
 from .shapes import expect_shape
+
+if TYPE_CHECKING:  # chapter 5's module; only the type is needed here
+    from .positions import RotaryEmbedding
 
 __all__ = [
     "MultiHeadAttention",
@@ -92,10 +102,18 @@ class MultiHeadAttention(nn.Module):
             count 4D² (+4D biases) whatever H is (Turner, footnote 13).
         bias: biases in the projections.
         dropout: dropout on the attention weights while training.
+        rotary: chapter 5's rotary positions for the queries and keys, a
+            :class:`~transformer_course.positions.RotaryEmbedding` of width d;
+            None (the default) adds no positions.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0
+        self,
+        d_model: int,
+        n_heads: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        rotary: RotaryEmbedding | None = None,
     ):
         super().__init__()
         _expect_heads(d_model, n_heads)
@@ -109,6 +127,13 @@ class MultiHeadAttention(nn.Module):
             d_model, 3 * d_model, bias=bias
         )  # [W_q; W_k; W_v], all heads
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
+        if rotary is not None and getattr(rotary, "head_dim", None) != self.d_head:
+            raise ValueError(
+                f"rotary: expected a rotary embedding of head_dim d = d_model / "
+                f"n_heads = {self.d_head}, got head_dim="
+                f"{getattr(rotary, 'head_dim', None)!r}"
+            )
+        self.rotary = rotary  # turns q and k by position (chapter 5), or None
 
     def forward(
         self,
@@ -116,6 +141,7 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = False,
+        offset: int = 0,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """x (B, N, D) -> (B, N, D); with ``need_weights`` also (B, H, N, N).
 
@@ -124,11 +150,18 @@ class MultiHeadAttention(nn.Module):
         (B, 1, 1, N) for padding. With ``is_causal`` as well, the two combine
         (:func:`~transformer_course.attention.attention_mask`). A query allowed
         no key gets zero weights, so its heads output zeros, on both paths.
+
+        ``offset``: the position of the first token, for rotary positions
+        (tokens offset ... offset + N − 1); without ``rotary`` it changes nothing.
         """
         expect_shape(x, "B N D", "x", D=self.d_model)
         _expect_tokens(x, "x", "token")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValueError(f"offset: expected an int ≥ 0, got {offset!r}")
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # 3 × (B, N, D)
         q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # 3 × (B, H, N, d)
+        if self.rotary is not None:  # chapter 5: turn q and k by position, not v
+            q, k = self.rotary(q, k, offset)  # 2 × (B, H, N, d)
         if need_weights:  # teaching path: explicit softmax, returns the weights
             heads, weights = scaled_dot_product_attention(
                 q, k, v, mask=mask, is_causal=is_causal, return_weights=True
@@ -186,11 +219,11 @@ def sum_over_heads(
     q, k = (x @ weight[i * D : (i + 1) * D].T for i in (0, 1))  # (B, N, D) each
     if bias is not None:
         q, k = q + bias[:D], k + bias[D : 2 * D]
+    q, k = split_heads(q, module.n_heads), split_heads(k, module.n_heads)
+    if module.rotary is not None:  # chapter 5: positions turn q and k, not values
+        q, k = module.rotary(q, k)  # 2 × (B, H, N, d)
     weights = attention_weights(
-        split_heads(q, module.n_heads),
-        split_heads(k, module.n_heads),
-        mask=mask,
-        is_causal=is_causal,
+        q, k, mask=mask, is_causal=is_causal
     )  # (B, H, N, N): A_h for every head
     maps = head_value_maps(module)  # (H, D, D)
     y = sum(
@@ -255,7 +288,15 @@ def flop_count(d_model: int, n_heads: int, n_tokens: int) -> int:
 
 
 def to_torch(module: MultiHeadAttention) -> nn.MultiheadAttention:
-    """An ``nn.MultiheadAttention(batch_first=True)`` with this module's weights."""
+    """An ``nn.MultiheadAttention(batch_first=True)`` with this module's weights.
+
+    Raises ValueError for a module with rotary positions: torch's layer has none.
+    """
+    if module.rotary is not None:
+        raise ValueError(
+            "to_torch: nn.MultiheadAttention has no rotary positions, got a "
+            "module with rotary set"
+        )
     has_bias = module.qkv_proj.bias is not None
     reference = nn.MultiheadAttention(
         module.d_model,
