@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 from book_helpers import ROOT, toc_files
 
-from transformer_course.exercises import chapter
+from transformer_course.exercises import CHAPTERS, chapter
 
 pytestmark = pytest.mark.book
 
@@ -114,7 +114,19 @@ def test_launch_download_and_repository_buttons(site):
     assert "../_sources/book/notation.ipynb" in page  # download the notebook
 
 
-@pytest.mark.parametrize("name", ["01_tokens", "02_attention", "03_multihead"])
+# every chapter with exercises: exercises/NN_topic, by its number
+EXERCISE_NAMES = {
+    int(name.split("/")[1][:2]): name.split("/")[1]
+    for name in toc_files()
+    if name.startswith("exercises/")
+}
+
+
+def test_every_chapter_with_exercises_has_its_page():
+    assert set(EXERCISE_NAMES) == set(CHAPTERS)
+
+
+@pytest.mark.parametrize("name", sorted(EXERCISE_NAMES.values()))
 def test_exercise_pages_show_stubs_not_solutions(site, name):
     page = (site / "exercises" / f"{name}.html").read_text(encoding="utf-8")
     assert "NotImplementedError" in page
@@ -136,9 +148,9 @@ def test_exercise_pages_show_stubs_not_solutions(site, name):
                 assert line.strip() not in text, line
 
 
-@pytest.mark.parametrize("number", [1, 2, 3])
+@pytest.mark.parametrize("number", sorted(CHAPTERS))
 def test_quizzes_are_html_on_the_page_not_widget_snapshots(site, number):
-    name = {1: "01_tokens", 2: "02_attention", 3: "03_multihead"}[number]
+    name = EXERCISE_NAMES[number]
     page = (site / "exercises" / f"{name}.html").read_text(encoding="utf-8")
     keys = re.findall(r'<form class="tc-quiz" data-quiz="([^"]+)"', page)
     assert keys == list(chapter(number).quizzes)

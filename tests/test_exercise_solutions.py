@@ -100,6 +100,28 @@ DEGENERATE = {
         "def heads_from_torch(W, n_heads):\n    D = W.shape[1]\n"
         "    return torch.zeros(3, n_heads, D // n_heads, D)"
     ],
+    (4, "layer_norm"): [
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n    return torch.zeros_like(x)",
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n    return x",
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n    return beta.expand_as(x).clone()",
+    ],
+    (4, "mlp_forward"): [
+        "def mlp_forward(x, W1, b1, W2, b2):\n    return torch.zeros_like(x)",
+        "def mlp_forward(x, W1, b1, W2, b2):\n    return b2.expand_as(x).clone()",
+    ],
+    (4, "pre_norm_block"): [
+        "def pre_norm_block(x, params, n_heads):\n    return x",
+        "def pre_norm_block(x, params, n_heads):\n    return torch.zeros_like(x)",
+    ],
+    (4, "post_norm_block"): [
+        "def post_norm_block(x, params, n_heads):\n    return x",
+        "def post_norm_block(x, params, n_heads):\n"
+        "    mean = x.mean(-1, keepdim=True)\n"
+        "    return (x - mean) / x.std(-1, keepdim=True, unbiased=False)",
+    ],
+    (4, "block_parameter_count"): [
+        "def block_parameter_count(d_model, n_heads, d_mlp, bias=True):\n    return 0"
+    ],
 }
 
 

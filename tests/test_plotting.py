@@ -227,8 +227,13 @@ def test_loss_curves_draw_runs_and_reference_lines():
     assert list(train.get_xdata()) == list(range(2, 10))  # a 3-step average
     assert train.get_ydata()[0] == pytest.approx(2.9)
     assert list(lines["pre-norm: validation"].get_ydata()) == [2.7, 2.2]
-    assert any(line.get_ydata()[0] == 4.17 for line in ax.get_lines())
-    assert "uniform ln V 4.17" in [t.get_text() for t in ax.texts]
+    assert list(lines["uniform ln V: 4.17"].get_ydata()) == [4.17, 4.17]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [
+        "pre-norm: train",
+        "pre-norm: validation",
+        "uniform ln V: 4.17",
+    ]
     assert ax.get_xlabel() == "step"
     assert ax.get_ylabel() == "cross-entropy (nats)"
     assert ax.get_title()

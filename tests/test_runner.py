@@ -247,3 +247,34 @@ def test_numpy_scalars_become_python_numbers():
 
     assert type(to_plain(np.int64(3))) is int
     assert type(to_plain(np.float32(0.5))) is float
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda x: F.layer_norm(x, (3,)),
+        lambda x: torch.layer_norm(x, (3,)),
+        lambda x: torch.nn.LayerNorm(3)(x),
+        lambda x: torch.ops.aten.native_layer_norm(x, [3], None, None, 1e-5)[0],
+        lambda x: F.group_norm(x.reshape(-1, 3, 1), 1).reshape(x.shape),
+        lambda x: F.batch_norm(x.T, None, None, training=True).T,
+        lambda x: F.instance_norm(x[None]).reshape(x.shape),
+        lambda x: F.rms_norm(x - x.mean(-1, keepdim=True), (3,)),
+    ],
+    ids=["F", "torch", "module", "aten", "group", "batch", "instance", "rms"],
+)
+def test_forbidden_layer_norm_is_caught_in_every_disguise(cheat):
+    torch.testing.assert_close(cheat(X), F.layer_norm(X, (3,)), atol=1e-4, rtol=1e-4)
+    outcome = one(cheat, forbidden=("layer_norm",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "F.layer_norm" in outcome["message"]
+
+
+def test_a_layer_norm_written_out_is_allowed():
+    def honest(x):
+        centred = x - x.mean(-1, keepdim=True)
+        return centred / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
+
+    outcome = one(honest, forbidden=("layer_norm",))
+    assert outcome["error"] is None
+    torch.testing.assert_close(outcome["value"], F.layer_norm(X, (3,)))

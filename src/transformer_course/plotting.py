@@ -347,8 +347,9 @@ def loss_curves(
             anything with ``steps``, ``train_losses``, ``val_steps``,
             ``val_losses``). Training loss is drawn thin, validation loss with
             markers, in the same colour per run.
-        references: label -> loss, drawn as horizontal dashed lines (e.g. the
-            uniform ln V, unigram and bigram losses of chapter 6).
+        references: label -> loss, drawn as horizontal dashed lines named in
+            the legend (e.g. the uniform ln V, unigram and bigram losses of
+            chapter 6).
         smooth: the training loss is averaged over this many steps (1: raw).
 
     Returns the axes, with labelled axes, a legend and a title.
@@ -384,21 +385,16 @@ def loss_curves(
                 label=f"{name}: validation",
             )
     for index, (label, value) in enumerate((references or {}).items()):
-        ax.axhline(value, color="0.4", ls=(0, (4, 2 + index)), lw=1)
-        ax.annotate(
-            f"{label} {value:.2f}",
-            xy=(1, value),
-            xycoords=("axes fraction", "data"),
-            xytext=(-4, 2),
-            textcoords="offset points",
-            ha="right",
-            va="bottom",
-            fontsize=8,
-            color="0.3",
+        ax.axhline(
+            value,
+            color="0.4",
+            ls=(0, (4, 2 + index)),
+            lw=1,
+            label=f"{label}: {value:.2f}",
         )
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats)")
     ax.set_title(title)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(loc="upper right")
+    ax.legend(loc="best")  # where it hides the fewest points of the curves
     return ax

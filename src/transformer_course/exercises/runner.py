@@ -98,6 +98,44 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
             }
         ),
     ),
+    # Every normalisation torch has: group, batch and instance norm (on reshaped
+    # inputs) and RMSNorm (of the centred input) all compute a LayerNorm too.
+    "layer_norm": (
+        "F.layer_norm (also nn.LayerNorm, torch.layer_norm, and torch's group, "
+        "batch, instance and RMS norms)",
+        frozenset(
+            {
+                "layer_norm",
+                "native_layer_norm",
+                "group_norm",
+                "native_group_norm",
+                "batch_norm",
+                "native_batch_norm",
+                "instance_norm",
+                "rms_norm",
+                "local_response_norm",
+                *_TO_NUMPY,
+            }
+        ),
+        frozenset(
+            {
+                "layer_norm",
+                "native_layer_norm",
+                "group_norm",
+                "native_group_norm",
+                "batch_norm",
+                "native_batch_norm",
+                "_native_batch_norm_legit",
+                "_native_batch_norm_legit_no_training",
+                "_batch_norm_impl_index",
+                "_batch_norm_with_update",
+                "_batch_norm_no_update",
+                "instance_norm",
+                "rms_norm",
+                "_fused_rms_norm",
+            }
+        ),
+    ),
     "embedding": (
         "F.embedding, nn.Embedding or indexing the table (table[ids], table[i], "
         "index_select, NumPy)",

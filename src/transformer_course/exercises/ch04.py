@@ -1,0 +1,782 @@
+"""Checks and quizzes for exercises/04_block.ipynb (chapter 4, The transformer block).
+
+The references are the course's own :func:`~transformer_course.norms.layer_norm`,
+:class:`~transformer_course.block.MLP` and :class:`~transformer_course.block.Block`
+(pre-norm and post-norm), loaded with the weights each check makes. The hints
+name the usual mistakes: the unbiased variance, ε outside the square root, the
+wrong axis (BatchNorm's), γ and β forgotten or swapped; no activation, or one
+after the second layer, transposed weights; post-norm for pre-norm and back, a
+missing residual, the residual around the normalised input, one norm used twice;
+and, in the parameter count, the biases, the norms, the output projection.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..block import MLP, Block, BlockConfig
+from ..norms import layer_norm as _layer_norm
+from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
+from .widgets import MultipleChoice, Numeric
+
+__all__ = ["EXERCISES", "QUIZZES"]
+
+
+def _randn(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _close(a, b) -> bool:
+    return a.shape == b.shape and bool(
+        torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
+    )
+
+
+def _each(cases, outcomes):
+    """(case, returned tensor) in order, failing at the first outcome that raised:
+    a later case's error does not hide an earlier case's targeted hint."""
+    for case, outcome in zip(cases, outcomes, strict=True):
+        (value,) = returned_values([outcome])
+        yield case, value
+
+
+# --- Exercise 1: LayerNorm from scratch -----------------------------------------------
+
+
+def _normalised(x, eps, dims=(-1,), unbiased=False, eps_outside=False):
+    """x̂ over ``dims``; the mistakes by their flags."""
+    mean = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, keepdim=True, unbiased=unbiased)
+    std = var.sqrt() + eps if eps_outside else (var + eps).sqrt()
+    return (x - mean) / std
+
+
+def _ln_cases():
+    x = _randn(2, 3, 8)
+    x[0, 1] = 3.0  # a constant token: its output is β
+    return [
+        (x, 1 + _randn(8, seed=1) / 2, _randn(8, seed=2), 1e-5),
+        (3 * _randn(4, 5, seed=3) + 2, _randn(5, seed=4), _randn(5, seed=5), 0.5),
+        (_randn(2, 2, 3, 4, seed=6), _randn(4, seed=7), _randn(4, seed=8), 0.1),
+    ]
+
+
+def _judge_ln(cases, outcomes):
+    for (x, gamma, beta, eps), got in _each(cases, outcomes):
+        want = _layer_norm(x, gamma, beta, eps)
+        if _close(got, want):
+            continue
+        if got.shape != x.shape:
+            raise Failed(
+                f"The output has the input's shape (..., D) = {tuple(x.shape)}, got {tuple(got.shape)}."
+            )
+
+        def affine(x_hat, gamma=gamma, beta=beta):
+            return x_hat * gamma + beta
+
+        x_hat = _normalised(x, eps)
+        if _close(got, affine(_normalised(x, eps, unbiased=True))):
+            raise Failed(
+                "Use the biased variance, the mean of (x − mean)² over the D features (1/D): "
+                "x.var(dim=-1, unbiased=False). torch's x.var() divides by D − 1."
+            )
+        if _close(got, affine(_normalised(x, eps, eps_outside=True))):
+            raise Failed(
+                "Add ε to the variance, inside the square root: (x − mean) / √(var + ε), "
+                "not (x − mean) / (√var + ε)."
+            )
+        other_axes = [(d,) for d in range(x.dim() - 1)]
+        other_axes += [tuple(range(x.dim() - 1)), tuple(range(x.dim()))]
+        if any(_close(got, affine(_normalised(x, eps, dims))) for dims in other_axes):
+            raise Failed(
+                "Normalise each token over its own D features (dim=-1), not over the "
+                "tokens or the batch: that would be BatchNorm's statistics."
+            )
+        if _close(got, x_hat):
+            raise Failed("Apply the learned gain and shift: γ ⊙ x̂ + β.")
+        if _close(got, x_hat * gamma):
+            raise Failed("Add β after scaling by γ: γ ⊙ x̂ + β.")
+        if _close(got, x_hat + beta):
+            raise Failed("Multiply by γ before adding β: γ ⊙ x̂ + β.")
+        if _close(got, x_hat * beta + gamma) or _close(got, (x_hat + beta) * gamma):
+            raise Failed(
+                "γ (gamma) multiplies x̂ and β (beta) is added after: γ ⊙ x̂ + β."
+            )
+        raise Failed(
+            "x̂ = (x − mean) / √(var + ε), mean and (1/D) variance over the last "
+            "dimension of each token, then γ ⊙ x̂ + β; compare with F.layer_norm."
+        )
+
+
+def _standard_cases():
+    ones, zeros = torch.ones(6), torch.zeros(6)
+    return [
+        (5 * _randn(3, 4, 6, seed=9) - 1, ones, zeros, 1e-5),
+        (_randn(7, 6, seed=10) + torch.arange(6.0), ones, zeros, 1e-5),
+    ]
+
+
+def _judge_standard(cases, outcomes):
+    for (x, *_), got in _each(cases, outcomes):
+        if got.shape != x.shape:
+            raise Failed(f"The output has the input's shape {tuple(x.shape)}.")
+        mean, var = got.mean(-1), got.var(-1, unbiased=False)
+        if not (
+            torch.allclose(mean, torch.zeros_like(mean), atol=1e-4)
+            and torch.allclose(var, torch.ones_like(var), atol=1e-3)
+        ):
+            raise Failed(
+                "With γ = 1 and β = 0, every token (each row over the last dimension) "
+                "must have mean 0 and variance 1 (the 1/D variance)."
+            )
+
+
+def _token_cases():
+    x = _randn(2, 5, 6, seed=11)
+    changed = x.clone()
+    changed[:, 1:] = _randn(2, 4, 6, seed=12) * 10
+    changed[1] = _randn(5, 6, seed=13)
+    gamma, beta = _randn(6, seed=14), _randn(6, seed=15)
+    return [(x, gamma, beta, 1e-5), (changed, gamma, beta, 1e-5)]
+
+
+def _judge_token(cases, outcomes):
+    first, changed = returned_values(outcomes)
+    if first.shape != cases[0][0].shape or changed.shape != first.shape:
+        raise Failed("The output has the input's shape (..., D).")
+    if not _close(first[0, 0], changed[0, 0]):
+        raise Failed(
+            "A token's output must depend on that token's features only: changing "
+            "the other tokens, or the other sequences in the batch, must not change "
+            "it. Take the mean and variance over dim=-1 (LayerNorm, not BatchNorm)."
+        )
+
+
+def _random_ln(g):
+    cases = []
+    for eps in (1e-5, 0.1, 1.0):
+        leading = torch.randint(
+            1, 5, (int(torch.randint(1, 4, (), generator=g)),), generator=g
+        )
+        D = int(torch.randint(2, 17, (), generator=g))
+        scale, shift = (
+            1 + 4 * torch.rand((), generator=g),
+            3 * torch.randn((), generator=g),
+        )
+        x = scale * torch.randn(*leading.tolist(), D, generator=g) + shift
+        gamma, beta = torch.randn(D, generator=g), torch.randn(D, generator=g)
+        cases.append((x, gamma, beta, eps))
+    return cases
+
+
+LAYER_NORM = Exercise(
+    "layer_norm",
+    "layer_norm",
+    "Exercise 1: LayerNorm from scratch",
+    4,
+    (
+        Check("equals F.layer_norm, for any ε", _ln_cases, _judge_ln),
+        unseen_check("the same on unseen inputs", _random_ln, _judge_ln),
+        Check(
+            "with γ = 1, β = 0: each token has mean 0, variance 1",
+            _standard_cases,
+            _judge_standard,
+            PROPERTY,
+        ),
+        Check(
+            "a token's output ignores the other tokens",
+            _token_cases,
+            _judge_token,
+            PROPERTY,
+        ),
+    ),
+    forbidden=("layer_norm",),
+)
+
+# --- Exercise 2: the MLP, token by token ---------------------------------------------
+
+
+def _reference_mlp(x, W1, b1, W2, b2):
+    with torch.random.fork_rng(devices=[]):
+        module = MLP(x.shape[-1], W1.shape[0], activation="relu")
+    with torch.no_grad():
+        module.up_proj.weight.copy_(W1)
+        module.up_proj.bias.copy_(b1)
+        module.down_proj.weight.copy_(W2)
+        module.down_proj.bias.copy_(b2)
+        return module(x)
+
+
+def _mlp_weights(D, d_mlp, g=None, seed=0):
+    def draw(*shape, k):
+        if g is not None:
+            return torch.randn(*shape, generator=g)
+        return _randn(*shape, seed=seed + k)
+
+    return (
+        draw(d_mlp, D, k=0) / D**0.5,
+        draw(d_mlp, k=1) / 2,
+        draw(D, d_mlp, k=2) / d_mlp**0.5,
+        draw(D, k=3) / 2,
+    )
+
+
+def _mlp_cases():
+    return [
+        (_randn(3, 4, seed=20), *_mlp_weights(4, 4, seed=21)),  # d_mlp = D
+        (_randn(2, 5, 6, seed=30), *_mlp_weights(6, 24, seed=31)),
+        (_randn(1, 3, 8, seed=40), *_mlp_weights(8, 5, seed=41)),
+    ]
+
+
+def _judge_mlp(cases, outcomes):
+    for case, outcome in zip(cases, outcomes, strict=True):
+        message = outcome.message if outcome.raised else ""
+        if "shapes cannot be multiplied" in message or "size mismatch" in message:
+            raise Failed(
+                "W1 (d_mlp, D) and W2 (D, d_mlp) are stored as nn.Linear stores its "
+                "weight, (out, in): multiply by the transpose, x @ W1.T + b1."
+            )
+        (got,) = returned_values([outcome])
+        x, W1, b1, W2, b2 = case
+        want = _reference_mlp(x, W1, b1, W2, b2)
+        if _close(got, want):
+            continue
+        if got.shape != x.shape:
+            raise Failed(
+                f"The output has the input's shape (..., D) = {tuple(x.shape)}, got {tuple(got.shape)}."
+            )
+        hidden = x @ W1.T + b1  # (..., d_mlp)
+        if _close(got, hidden @ W2.T + b2):
+            raise Failed(
+                "Apply the ReLU to the hidden layer: without it the two linear layers "
+                "collapse into one linear map."
+            )
+        if _close(got, torch.relu(hidden @ W2.T + b2)) or _close(
+            got, torch.relu(torch.relu(hidden) @ W2.T + b2)
+        ):
+            raise Failed(
+                "The ReLU goes between the two layers, on the d_mlp hidden features, "
+                "not on the output: the MLP's output (added to the residual stream) "
+                "may be negative."
+            )
+        if W1.shape[0] == W1.shape[1] and _close(
+            got, torch.relu(x @ W1 + b1) @ W2 + b2
+        ):
+            raise Failed(
+                "W1 and W2 are stored as nn.Linear stores its weight, (out, in): "
+                "multiply by the transpose, x @ W1.T + b1."
+            )
+        if _close(got, torch.nn.functional.gelu(hidden) @ W2.T + b2):
+            raise Failed(
+                "Use the ReLU, max(0, ·), as in the notes' Linear–ReLU–Linear; GELU is "
+                "GPT-2's choice, not this exercise's."
+            )
+        if _close(got, torch.relu(x @ W1.T) @ W2.T) or _close(
+            got, torch.relu(x @ W1.T + b1) @ W2.T
+        ):
+            raise Failed(
+                "Add the biases: b1 after the first layer, b2 after the second."
+            )
+        raise Failed(
+            "MLP(x) = ReLU(x W1ᵀ + b1) W2ᵀ + b2, for every token: compare with "
+            "tc.MLP(D, d_mlp, activation='relu')."
+        )
+
+
+def _mlp_token_cases():
+    x = _randn(2, 5, 6, seed=50)
+    changed = x.clone()
+    changed[:, 1:] = _randn(2, 4, 6, seed=51) * 5
+    weights = _mlp_weights(6, 12, seed=52)
+    return [(x, *weights), (changed, *weights)]
+
+
+def _judge_mlp_token(cases, outcomes):
+    first, changed = returned_values(outcomes)
+    if first.shape != cases[0][0].shape or changed.shape != first.shape:
+        raise Failed("The output has the input's shape (..., D).")
+    if not _close(first[:, 0], changed[:, 0]):
+        raise Failed(
+            "The MLP refines each token on its own (Turner §2.2): token n's output "
+            "depends on token n only. Don't sum, average or multiply across tokens."
+        )
+
+
+def _random_mlp(g):
+    cases = []
+    for _ in range(3):
+        b, n, D, d_mlp = (int(t) for t in torch.randint(1, 9, (4,), generator=g))
+        x = torch.randn(b, n, D, generator=g)
+        cases.append((x, *_mlp_weights(D, d_mlp, g)))
+    return cases
+
+
+MLP_FORWARD = Exercise(
+    "mlp_forward",
+    "mlp_forward",
+    "Exercise 2: the MLP, applied to every token",
+    3,
+    (
+        Check(
+            "equals tc.MLP(activation='relu') with these weights",
+            _mlp_cases,
+            _judge_mlp,
+        ),
+        unseen_check("the same on unseen inputs", _random_mlp, _judge_mlp),
+        Check(
+            "a token's output ignores the other tokens",
+            _mlp_token_cases,
+            _judge_mlp_token,
+            PROPERTY,
+        ),
+    ),
+)
+
+# --- Exercises 3 and 4: the block, pre-norm and post-norm --------------------------------
+
+
+def _block_params(D, d_mlp, g):
+    """A state dict of tc.Block(BlockConfig(D, H, d_mlp, activation='relu')), with
+    γ and β drawn away from 1 and 0 so that the two norms differ."""
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    return {
+        "norm_1.weight": 1 + randn(D) / 2,
+        "norm_1.bias": randn(D) / 2,
+        "attn.qkv_proj.weight": randn(3 * D, D) / D**0.5,
+        "attn.qkv_proj.bias": randn(3 * D) / 4,
+        "attn.out_proj.weight": randn(D, D) / D**0.5,
+        "attn.out_proj.bias": randn(D) / 4,
+        "norm_2.weight": 1 + randn(D) / 2,
+        "norm_2.bias": randn(D) / 2,
+        "mlp.up_proj.weight": randn(d_mlp, D) / D**0.5,
+        "mlp.up_proj.bias": randn(d_mlp) / 4,
+        "mlp.down_proj.weight": randn(D, d_mlp) / d_mlp**0.5,
+        "mlp.down_proj.bias": randn(D) / 4,
+    }
+
+
+def _reference_block(params, n_heads, norm_first):
+    D, d_mlp = params["mlp.up_proj.weight"].shape[::-1]
+    config = BlockConfig(D, n_heads, d_mlp, activation="relu", norm_first=norm_first)
+    with torch.random.fork_rng(devices=[]):
+        block = Block(config)
+    block.load_state_dict(params)
+    return block.eval()
+
+
+def _block_case(B, N, H, d, d_mlp, seed):
+    g = torch.Generator().manual_seed(seed)
+    D = H * d
+    return (torch.randn(B, N, D, generator=g), _block_params(D, d_mlp, g), H)
+
+
+def _block_cases():
+    return [_block_case(2, 5, 2, 4, 12, seed=60), _block_case(1, 4, 3, 2, 24, seed=61)]
+
+
+def _random_blocks(g):
+    cases = []
+    for _ in range(2):
+        B, N, H = (int(t) for t in torch.randint(1, 5, (3,), generator=g))
+        d, d_mlp = (
+            int(torch.randint(2, 5, (), generator=g)),
+            int(torch.randint(1, 17, (), generator=g)),
+        )
+        x = torch.randn(B, N, H * d, generator=g)
+        cases.append((x, _block_params(H * d, d_mlp, g), H))
+    return cases
+
+
+class _Parts:
+    """The block's pieces, to rebuild the usual wrong orders."""
+
+    def __init__(self, params, n_heads):
+        self.block = _reference_block(params, n_heads, norm_first=True)
+        self.params = params
+
+    def norm(self, h, which):
+        p = self.params
+        return _layer_norm(h, p[f"norm_{which}.weight"], p[f"norm_{which}.bias"])
+
+    def attn(self, h):
+        return self.block.attend(h)
+
+    def mlp(self, h):
+        return self.block.mlp(h)
+
+
+RESIDUAL_HINT = (
+    "Add each branch to its input, the residual connection: x = x + attn(…), then "
+    "x = x + mlp(…); without it the block cannot pass its input through."
+)
+SECOND_NORM_HINT = (
+    "The MLP branch has its own normalisation, norm_2 (params['norm_2.weight'], "
+    "params['norm_2.bias']); norm_1 belongs to the attention branch."
+)
+
+
+def _judge_pre_norm(cases, outcomes):
+    for (x, params, H), got in _each(cases, outcomes):
+        with torch.no_grad():
+            want = _reference_block(params, H, norm_first=True)(x)
+            if _close(got, want):
+                continue
+            if got.shape != x.shape:
+                raise Failed(
+                    f"The block maps (B, N, D) to (B, N, D) = {tuple(x.shape)}, got {tuple(got.shape)}."
+                )
+            p = _Parts(params, H)
+            norm, attn, mlp = p.norm, p.attn, p.mlp
+            y = norm(x + attn(x), 1)
+            if _close(got, norm(y + mlp(y), 2)):
+                raise Failed(
+                    "That is the post-norm block (Add & Normalize). Pre-norm normalises "
+                    "the input of each branch and adds to x itself: "
+                    "x = x + attn(norm_1(x)); x = x + mlp(norm_2(x))."
+                )
+            h = norm(x, 1)
+            y = h + attn(h)
+            if _close(got, norm(y, 2) + mlp(norm(y, 2))):
+                raise Failed(
+                    "The residual adds the branch to x itself, not to its normalised "
+                    "copy: x + attn(norm_1(x)), so that the residual path carries x "
+                    "unchanged (Turner fig. 7)."
+                )
+            y = x + attn(norm(x, 1))
+            no_residual = [
+                mlp(norm(attn(norm(x, 1)), 2)),
+                attn(norm(x, 1)) + mlp(norm(attn(norm(x, 1)), 2)),
+                mlp(norm(y, 2)),
+            ]
+            if any(_close(got, wrong) for wrong in no_residual):
+                raise Failed(RESIDUAL_HINT)
+            if _close(got, y + mlp(norm(y, 1))):
+                raise Failed(SECOND_NORM_HINT)
+            y2 = x + attn(norm(x, 2))
+            if _close(got, y2 + mlp(norm(y2, 1))):
+                raise Failed(
+                    "norm_1 goes before attention, norm_2 before the MLP: you swapped them."
+                )
+            raise Failed(
+                "Pre-norm: x = x + attn(norm_1(x)), then x = x + mlp(norm_2(x)), with "
+                "your layer_norm and mlp_forward and the given self_attention."
+            )
+
+
+def _zero_branch_cases():
+    cases = []
+    for x, params, H in _block_cases():
+        params = dict(params)
+        for name in ("attn.out_proj", "mlp.down_proj"):
+            for kind in ("weight", "bias"):
+                params[f"{name}.{kind}"] = torch.zeros_like(params[f"{name}.{kind}"])
+        cases.append((x, params, H))
+    return cases
+
+
+def _judge_zero_branch(cases, outcomes):
+    for (x, *_), got in _each(cases, outcomes):
+        if not _close(got, x):
+            raise Failed(
+                "When both branches output zero, a pre-norm block must return its input "
+                "unchanged: the residual path x is never normalised (Turner §2.3)."
+            )
+
+
+PRE_NORM = Exercise(
+    "pre_norm_block",
+    "pre_norm_block",
+    "Exercise 3: a pre-norm block",
+    4,
+    (
+        Check(
+            "equals tc.Block (pre-norm) with these weights",
+            _block_cases,
+            _judge_pre_norm,
+        ),
+        unseen_check("the same on unseen inputs", _random_blocks, _judge_pre_norm),
+        Check(
+            "branches that output zero pass x through",
+            _zero_branch_cases,
+            _judge_zero_branch,
+            PROPERTY,
+        ),
+    ),
+)
+
+
+def _judge_post_norm(cases, outcomes):
+    for (x, params, H), got in _each(cases, outcomes):
+        with torch.no_grad():
+            want = _reference_block(params, H, norm_first=False)(x)
+            if _close(got, want):
+                continue
+            if got.shape != x.shape:
+                raise Failed(
+                    f"The block maps (B, N, D) to (B, N, D) = {tuple(x.shape)}, got {tuple(got.shape)}."
+                )
+            p = _Parts(params, H)
+            norm, attn, mlp = p.norm, p.attn, p.mlp
+            if _close(got, _reference_block(params, H, norm_first=True)(x)):
+                raise Failed(
+                    "That is the pre-norm block. Post-norm, the original transformer's "
+                    "Add & Normalize, normalises after each addition: "
+                    "x = norm_1(x + attn(x)); x = norm_2(x + mlp(x))."
+                )
+            y = x + norm(attn(x), 1)
+            if _close(got, y + norm(mlp(y), 2)):
+                raise Failed(
+                    "Normalise the sum, x + attn(x), not the branch's output alone: "
+                    "Add, then Normalize."
+                )
+            no_residual = [
+                norm(mlp(norm(attn(x), 1)), 2),
+                norm(norm(attn(x), 1) + mlp(norm(attn(x), 1)), 2),
+                norm(mlp(norm(x + attn(x), 1)), 2),
+            ]
+            if any(_close(got, wrong) for wrong in no_residual):
+                raise Failed(RESIDUAL_HINT)
+            y = norm(x + attn(x), 1)
+            if _close(got, norm(y + mlp(y), 1)):
+                raise Failed(SECOND_NORM_HINT)
+            if _close(got, y + mlp(y)):
+                raise Failed(
+                    "Normalise after the MLP's addition too: x = norm_2(x + mlp(x))."
+                )
+            raise Failed(
+                "Post-norm: x = norm_1(x + attn(x)), then x = norm_2(x + mlp(x)), with "
+                "your layer_norm and mlp_forward and the given self_attention."
+            )
+
+
+def _unit_norm_cases():
+    cases = []
+    for x, params, H in _block_cases():
+        params = dict(params)
+        params["norm_2.weight"] = torch.ones_like(params["norm_2.weight"])
+        params["norm_2.bias"] = torch.zeros_like(params["norm_2.bias"])
+        cases.append((x, params, H))
+    return cases
+
+
+def _judge_unit_norm(cases, outcomes):
+    for _, got in _each(cases, outcomes):
+        mean, var = got.mean(-1), got.var(-1, unbiased=False)
+        if not (
+            torch.allclose(mean, torch.zeros_like(mean), atol=1e-4)
+            and torch.allclose(var, torch.ones_like(var), atol=1e-3)
+        ):
+            raise Failed(
+                "A post-norm block ends with norm_2: with γ₂ = 1 and β₂ = 0 every "
+                "output token has mean 0 and variance 1."
+            )
+
+
+POST_NORM = Exercise(
+    "post_norm_block",
+    "post_norm_block",
+    "Exercise 4: a post-norm block",
+    3,
+    (
+        Check(
+            "equals tc.Block (post-norm) with these weights",
+            _block_cases,
+            _judge_post_norm,
+        ),
+        unseen_check("the same on unseen inputs", _random_blocks, _judge_post_norm),
+        Check(
+            "with γ₂ = 1, β₂ = 0 each output token has mean 0, variance 1",
+            _unit_norm_cases,
+            _judge_unit_norm,
+            PROPERTY,
+        ),
+    ),
+)
+
+# --- Exercise 5: counting a block's parameters ----------------------------------------
+
+
+def block_parameters(d_model: int, n_heads: int, d_mlp: int, bias: bool) -> int:
+    """The number of parameters of tc.Block with this configuration (counted)."""
+    config = BlockConfig(d_model, n_heads, d_mlp, bias=bias)
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        block = Block(config)  # on the meta device: shapes only, no memory
+    return sum(p.numel() for p in block.parameters())
+
+
+def _count_cases():
+    return [
+        (64, 4, 256, True),
+        (64, 8, 256, True),
+        (64, 4, 100, True),
+        (512, 8, 2048, True),
+        (96, 3, 384, False),
+        (30, 5, 7, False),
+    ]
+
+
+def _judge_count(cases, outcomes):
+    counts = returned_values(outcomes, int)
+    same_but_heads = {
+        c
+        for (D, _, m, b), c in zip(cases, counts, strict=True)
+        if (D, m, b) == (64, 256, True)
+    }
+    for (D, H, m, bias), got in zip(cases, counts, strict=True):
+        want = block_parameters(D, H, m, bias)
+        if got == want:
+            continue
+        if len(same_but_heads) > 1:
+            raise Failed(
+                "The count must not depend on the number of heads: all heads together "
+                "still need D×D per projection."
+            )
+        linear_biases = 4 * D + m + D  # q, k, v, out; the MLP's two layers
+        norms = 4 * D if bias else 2 * D  # two norms: γ and β, or γ alone
+        if bias and got == want - linear_biases:
+            raise Failed(
+                "Add the biases of the linear layers: 3D (q, k, v) and D (output) in "
+                "attention, d_mlp and D in the MLP."
+            )
+        if not bias and got == want + linear_biases + 2 * D:
+            raise Failed(
+                "With bias=False there are no biases, and the LayerNorms have γ only (no β)."
+            )
+        if got - (want - norms) in (0, D, 2 * D, 3 * D, 6 * D, 8 * D) and got != want:
+            raise Failed(
+                "Count the two LayerNorms: each has γ and β, D values each (γ alone, "
+                "D values, when bias=False)."
+            )
+        if got in (want - D * D, want - D * D - (D if bias else 0)):
+            raise Failed(
+                "Attention has four D×D matrices, q, k, v and the output projection "
+                "(and 4D biases), not three."
+            )
+        if m != 4 * D and got == want - 2 * D * m + 8 * D * D - (
+            m - 4 * D if bias else 0
+        ):
+            raise Failed(
+                "Use d_mlp: the MLP has D×d_mlp + d_mlp×D weights (8D² only when d_mlp = 4D)."
+            )
+        raise Failed(
+            f"For D={D}, H={H}, d_mlp={m}, bias={bias} expected {want:,}, got {got:,}: "
+            "attention 4D² (+ 4D), the MLP 2·D·d_mlp (+ d_mlp + D), two norms of 2D "
+            "(D each without biases)."
+        )
+
+
+def _random_counts(g):
+    cases = []
+    for bias in (True, False):
+        h, d, m = (int(t) for t in torch.randint(1, 40, (3,), generator=g))
+        cases.append((h * d, h, m, bias))
+    return cases
+
+
+COUNT = Exercise(
+    "block_parameter_count",
+    "block_parameter_count",
+    "Exercise 5: count a block's parameters",
+    2,
+    (
+        Check(
+            "equals sum(p.numel()) of tc.Block, for any H",
+            _count_cases,
+            _judge_count,
+        ),
+        unseen_check("the same for unseen sizes", _random_counts, _judge_count),
+    ),
+)
+
+EXERCISES: dict[str, Exercise] = {
+    e.key: e for e in (LAYER_NORM, MLP_FORWARD, PRE_NORM, POST_NORM, COUNT)
+}
+
+QUIZZES = {
+    "quiz_norm_axis": MultipleChoice(
+        key="quiz_norm_axis",
+        question="For tokens x of shape (B, N, D), what does LayerNorm (Turner's TokenNorm) "
+        "take the mean and variance over?",
+        explanation="Over the D features of each token, separately for each of the B·N "
+        "tokens: the statistics belong to one token (Turner fig. 5). γ and β are per "
+        "feature, D values each.",
+        options=[
+            "The D features of each token, separately for every token",
+            "The N tokens of each sequence, separately for every feature",
+            "The B sequences of the batch, separately for every token position",
+            "The whole tensor at once",
+        ],
+        answer=0,
+    ),
+    "quiz_batch_norm": MultipleChoice(
+        key="quiz_batch_norm",
+        question="Why do transformers normalise tokens with LayerNorm rather than BatchNorm?",
+        explanation="BatchNorm's statistics of a feature are taken over the batch and the "
+        "sequence, so a token's output depends on the other sequences (and their padding) "
+        "and on the batch size, and it needs running averages at inference, when a batch "
+        "may hold one sequence. Turner cites it as far less stable (Shen et al., 2020).",
+        options=[
+            "BatchNorm makes a token's output depend on the rest of the batch, "
+            "padding included, and differs between training and inference",
+            "BatchNorm has no learned γ and β",
+            "BatchNorm cannot run on a GPU",
+            "LayerNorm has fewer parameters than BatchNorm",
+        ],
+        answer=0,
+    ),
+    "quiz_pre_norm": MultipleChoice(
+        key="quiz_pre_norm",
+        question="Xiong et al. (2020) compared post-norm and pre-norm blocks at "
+        "initialisation. What did they find?",
+        explanation="In post-norm every residual sum passes through a LayerNorm, and "
+        "the gradients of the parameters near the output are large at initialisation: "
+        "training needs a learning-rate warm-up. Pre-norm leaves the residual path an "
+        "identity, its gradients are well behaved, and it trains without warm-up.",
+        options=[
+            "Post-norm has large gradients near the output at initialisation and "
+            "needs a learning-rate warm-up; pre-norm trains without one",
+            "Pre-norm has exploding gradients and needs a warm-up; post-norm does not",
+            "The two are identical at initialisation",
+            "Pre-norm needs no normalisation at the end of the network",
+        ],
+        answer=0,
+    ),
+    "quiz_crossover": Numeric(
+        key="quiz_crossover",
+        question="Count multiply-adds per sequence of N tokens: the attention scores q kᵀ "
+        "and the weighted sum of the values cost N²·D each (all heads together), and the "
+        "MLP with d_mlp = 4D costs 2·N·D·4D = 8·N·D². For D = 512, at what N do the two "
+        "N²·D terms together cost as much as the MLP?",
+        explanation="2·N²·D = 8·N·D² gives N = 4D = 2048. Below it the MLP (and the "
+        "projections, 4·N·D²) dominate a block's compute; above it the N² terms of "
+        "attention do.",
+        answer=4 * 512,
+    ),
+    "quiz_block_parameters": Numeric(
+        key="quiz_block_parameters",
+        question="How many parameters has a block with D = 512, H = 8, d_mlp = 2048 and "
+        "biases (LayerNorms with γ and β)?",
+        explanation="Attention 4D² + 4D = 1,050,624; the MLP 2·D·d_mlp + d_mlp + D "
+        "= 2,099,712; two LayerNorms 4D = 2,048. Total 12D² + 13D = 3,152,384.",
+        answer=3_152_384,
+    ),
+    "quiz_conv": MultipleChoice(
+        key="quiz_conv",
+        question="Applying the same MLP to every token of a (B, N, D) sequence is the same as:",
+        explanation="A convolution over the sequence with kernel size 1 (a 1×1 "
+        "convolution) applies the same D→d_mlp map at every position and mixes no "
+        "neighbours; the two layers of the MLP are two such convolutions with a ReLU "
+        "between.",
+        options=[
+            "Two 1×1 convolutions over the sequence, with a ReLU between",
+            "One convolution whose kernel spans all N tokens",
+            "Attention with uniform weights",
+            "A recurrent network over the tokens",
+        ],
+        answer=0,
+    ),
+}

@@ -1,0 +1,391 @@
+"""Chapter 4's exercise checks: each usual mistake fails with its hint and loses
+points (reference solutions, stubs and degenerate answers:
+tests/test_exercise_solutions.py), and the notebook and the grader agree."""
+
+import nbformat
+import pytest
+import torch
+from exercise_helpers import (
+    namespace_from,
+    read_source,
+    solution_cells,
+    submission,
+    without_markers,
+)
+
+from transformer_course.block import Block, BlockConfig
+from transformer_course.exercises import chapter, core
+from transformer_course.exercises.ch04 import EXERCISES, QUIZZES, block_parameters
+from transformer_course.sandbox import bwrap_problem
+
+REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(4)).items()}
+# what the block exercises build on: the learner's layer_norm and mlp_forward, and
+# the given self_attention (in the pre_norm_block cell, above the stub)
+HELPERS = (
+    REFERENCE["layer_norm"]
+    + "\n"
+    + REFERENCE["mlp_forward"]
+    + "\n"
+    + REFERENCE["pre_norm_block"].split("def pre_norm_block")[0]
+)
+LN = "def layer_norm(x, gamma, beta, eps=1e-5):\n    mean = x.mean(-1, keepdim=True)\n"
+MLP = "def mlp_forward(x, W1, b1, W2, b2):\n"
+PRE = (
+    "def pre_norm_block(x, p, H):\n"
+    "    def n1(h):\n        return layer_norm(h, p['norm_1.weight'], p['norm_1.bias'])\n"
+    "    def n2(h):\n        return layer_norm(h, p['norm_2.weight'], p['norm_2.bias'])\n"
+    "    def attn(h):\n        return self_attention(h, p, H)\n"
+    "    def mlp(h):\n        return mlp_forward(h, p['mlp.up_proj.weight'], "
+    "p['mlp.up_proj.bias'], p['mlp.down_proj.weight'], p['mlp.down_proj.bias'])\n"
+)
+POST = PRE.replace("def pre_norm_block", "def post_norm_block")
+COUNT = "def block_parameter_count(D, H, m, bias=True):\n"
+
+MISTAKES = [
+    # --- layer_norm
+    (
+        "layer_norm",
+        LN + "    return (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps) "
+        "* gamma + beta",
+        "Use the biased variance",
+    ),
+    (
+        "layer_norm",
+        LN + "    std = x.var(-1, keepdim=True, unbiased=False).sqrt()\n"
+        "    return (x - mean) / (std + eps) * gamma + beta",
+        "inside the square root",
+    ),
+    (  # over the tokens of each sequence
+        "layer_norm",
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    mean = x.mean(-2, keepdim=True)\n"
+        "    var = x.var(-2, keepdim=True, unbiased=False)\n"
+        "    return (x - mean) / torch.sqrt(var + eps) * gamma + beta",
+        "not over the tokens or the batch",
+    ),
+    (  # BatchNorm's statistics: every token of the batch
+        "layer_norm",
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    dims = tuple(range(x.dim() - 1))\n"
+        "    mean = x.mean(dims, keepdim=True)\n"
+        "    var = x.var(dims, keepdim=True, unbiased=False)\n"
+        "    return (x - mean) / torch.sqrt(var + eps) * gamma + beta",
+        "BatchNorm",
+    ),
+    (
+        "layer_norm",
+        LN + "    var = x.var(-1, keepdim=True, unbiased=False)\n"
+        "    return (x - mean) / torch.sqrt(var + eps)",
+        "γ ⊙ x̂ + β",
+    ),
+    (
+        "layer_norm",
+        LN + "    var = x.var(-1, keepdim=True, unbiased=False)\n"
+        "    return (x - mean) / torch.sqrt(var + eps) * beta + gamma",
+        "γ (gamma) multiplies",
+    ),
+    (
+        "layer_norm",
+        LN + "    var = x.var(-1, keepdim=True, unbiased=False)\n"
+        "    return (x - mean) / torch.sqrt(var + eps) * gamma",
+        "Add β",
+    ),
+    (
+        "layer_norm",
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma, beta, eps)",
+        "not to use F.layer_norm",
+    ),
+    (
+        "layer_norm",
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    norm = torch.nn.LayerNorm(x.shape[-1], eps=eps)\n"
+        "    return norm(x) * gamma + beta",
+        "not to use F.layer_norm",
+    ),
+    # --- mlp_forward
+    (
+        "mlp_forward",
+        MLP + "    return (x @ W1.T + b1) @ W2.T + b2",
+        "Apply the ReLU to the hidden layer",
+    ),
+    (
+        "mlp_forward",
+        MLP + "    return torch.relu(x @ W1 + b1) @ W2 + b2",
+        "multiply by the transpose",
+    ),
+    (
+        "mlp_forward",
+        MLP + "    return torch.relu((x @ W1.T + b1) @ W2.T + b2)",
+        "The ReLU goes between the two layers",
+    ),
+    (
+        "mlp_forward",
+        MLP + "    return torch.relu(torch.relu(x @ W1.T + b1) @ W2.T + b2)",
+        "The ReLU goes between the two layers",
+    ),
+    (
+        "mlp_forward",
+        MLP + "    return torch.nn.functional.gelu(x @ W1.T + b1) @ W2.T + b2",
+        "Use the ReLU",
+    ),
+    (
+        "mlp_forward",
+        MLP + "    return torch.relu(x @ W1.T) @ W2.T",
+        "Add the biases",
+    ),
+    # --- pre_norm_block
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    x = n1(x + attn(x))\n    return n2(x + mlp(x))",
+        "That is the post-norm block",
+    ),
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    x = attn(n1(x))\n    return mlp(n2(x))",
+        "residual connection",
+    ),
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    x = x + attn(n1(x))\n    return mlp(n2(x))",
+        "residual connection",
+    ),
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    h = n1(x)\n    x = h + attn(h)\n    h = n2(x)\n"
+        "    return h + mlp(h)",
+        "not to its normalised copy",
+    ),
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    x = x + attn(n1(x))\n    return x + mlp(n1(x))",
+        "its own normalisation, norm_2",
+    ),
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    x = x + attn(n2(x))\n    return x + mlp(n1(x))",
+        "you swapped them",
+    ),
+    # --- post_norm_block
+    (
+        "post_norm_block",
+        HELPERS + POST + "    x = x + attn(n1(x))\n    return x + mlp(n2(x))",
+        "That is the pre-norm block",
+    ),
+    (
+        "post_norm_block",
+        HELPERS + POST + "    x = x + n1(attn(x))\n    return x + n2(mlp(x))",
+        "Normalise the sum",
+    ),
+    (
+        "post_norm_block",
+        HELPERS + POST + "    x = n1(attn(x))\n    return n2(mlp(x))",
+        "residual connection",
+    ),
+    (
+        "post_norm_block",
+        HELPERS + POST + "    x = n1(x + attn(x))\n    return n1(x + mlp(x))",
+        "its own normalisation, norm_2",
+    ),
+    (
+        "post_norm_block",
+        HELPERS + POST + "    x = n1(x + attn(x))\n    return x + mlp(x)",
+        "Normalise after the MLP's addition too",
+    ),
+    # --- block_parameter_count
+    (
+        "block_parameter_count",
+        COUNT + "    return 4 * D * D + 2 * D * m + 4 * D",
+        "Add the biases of the linear layers",
+    ),
+    (
+        "block_parameter_count",
+        COUNT + "    return 4 * D * D + 2 * D * m + (5 * D + m if bias else 0)",
+        "Count the two LayerNorms",
+    ),
+    (  # one norm, or γ only
+        "block_parameter_count",
+        COUNT + "    return 4 * D * D + 2 * D * m + (5 * D + m + 2 * D if bias else D)",
+        "Count the two LayerNorms",
+    ),
+    (
+        "block_parameter_count",
+        COUNT
+        + "    return 3 * D * D + 2 * D * m + (3 * D + D + m + 4 * D if bias else 2 * D)",
+        "four D×D matrices",
+    ),
+    (
+        "block_parameter_count",
+        COUNT
+        + "    return 4 * D * D + 8 * D * D + (4 * D + 4 * D + D + 4 * D if bias else 2 * D)",
+        "Use d_mlp",
+    ),
+    (
+        "block_parameter_count",
+        COUNT + "    return H * (4 * D * D + 2 * D * m) + (13 * D if bias else 2 * D)",
+        "must not depend on the number of heads",
+    ),
+    (
+        "block_parameter_count",
+        COUNT + "    return 4 * D * D + 2 * D * m + 9 * D + m",
+        "With bias=False there are no biases",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("key", "source_code", "hint"),
+    MISTAKES,
+    ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
+)
+def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
+    exercise = EXERCISES[key]
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    assert report.status == "failed"
+    assert hint in report.first_hint, report.first_hint
+    assert report.score < exercise.points
+
+
+@pytest.mark.parametrize(
+    ("key", "source_code", "check", "hint"),
+    [
+        (  # mixes the tokens (a softmax over them): the property check says so
+            "mlp_forward",
+            MLP + "    h = torch.relu(x @ W1.T + b1)\n"
+            "    return (h.softmax(-2) * h.shape[-2]) @ W2.T + b2",
+            "a token's output ignores the other tokens",
+            "depends on token n only",
+        ),
+        (
+            "layer_norm",
+            "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+            "    dims = tuple(range(x.dim() - 1))\n"
+            "    mean = x.mean(dims, keepdim=True)\n"
+            "    var = x.var(dims, keepdim=True, unbiased=False)\n"
+            "    return (x - mean) / torch.sqrt(var + eps) * gamma + beta",
+            "a token's output ignores the other tokens",
+            "LayerNorm, not BatchNorm",
+        ),
+        (
+            "layer_norm",
+            LN + "    return (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps)",
+            "with γ = 1, β = 0: each token has mean 0, variance 1",
+            "the 1/D variance",
+        ),
+        (
+            "pre_norm_block",
+            HELPERS + PRE + "    h = n1(x)\n    x = h + attn(h)\n    h = n2(x)\n"
+            "    return h + mlp(h)",
+            "branches that output zero pass x through",
+            "return its input unchanged",
+        ),
+        (
+            "post_norm_block",
+            HELPERS + POST + "    x = x + attn(n1(x))\n    return x + mlp(n2(x))",
+            "with γ₂ = 1, β₂ = 0 each output token has mean 0, variance 1",
+            "ends with norm_2",
+        ),
+    ],
+)
+def test_property_check_names_the_mistake(key, source_code, check, hint):
+    exercise = EXERCISES[key]
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    failed = {r.name: r.hint for r in report.results if not r.passed}
+    assert check in failed, failed
+    assert hint in failed[check]
+    assert report.score < exercise.points
+
+
+def test_chapter_four_is_registered():
+    ex = chapter(4)
+    assert len(ex.exercises) >= 4
+    assert len(ex.quizzes) >= 4
+    assert set(QUIZZES) == set(ex.quizzes)
+    assert EXERCISES["layer_norm"].forbidden == ("layer_norm",)
+    box = ex.quiz("quiz_block_parameters")
+    box.control.value = "3152384"
+    box.submit.click()
+    assert "Correct" in box.feedback.value
+
+
+@pytest.mark.parametrize(
+    ("d_model", "n_heads", "d_mlp", "bias"),
+    [(512, 8, 2048, True), (64, 4, 100, False), (6, 3, 5, True)],
+)
+def test_parameter_counts_are_the_block_s_own(d_model, n_heads, d_mlp, bias):
+    block = Block(BlockConfig(d_model, n_heads, d_mlp, bias=bias))
+    assert block_parameters(d_model, n_heads, d_mlp, bias) == sum(
+        p.numel() for p in block.parameters()
+    )
+
+
+def test_quiz_answers_follow_from_the_package():
+    assert QUIZZES["quiz_block_parameters"].answer == block_parameters(
+        512, 8, 2048, True
+    )
+    D = 512  # 2·N²·D (scores and weighted values) = 8·N·D² (the MLP) at N = 4D
+    N = QUIZZES["quiz_crossover"].answer
+    assert 2 * N * N * D == 8 * N * D * D
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    namespace = namespace_from(REFERENCE.values())
+    for exercise in EXERCISES.values():
+        core.run_exercise(exercise, namespace[exercise.function])
+    torch.testing.assert_close(torch.rand(3), expected)
+
+
+# --- the notebook and the grader agree (as tests/test_agreement.py, chapter 4) ---
+
+CHAPTER_4 = {
+    # honest, written another way: var_mean and rsqrt
+    "layer_norm": (
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)\n"
+        "    return (x - mean) * torch.rsqrt(var + eps) * gamma + beta\n"
+    ),
+    # honest, with F.linear and an import in the cell
+    "mlp_forward": (
+        "import torch.nn.functional as F\n\n\n"
+        "def mlp_forward(x, W1, b1, W2, b2):\n"
+        "    return F.linear(F.relu(F.linear(x, W1, b1)), W2, b2)\n"
+    ),
+    # the post-norm order
+    "pre_norm_block": REFERENCE["pre_norm_block"].split("def pre_norm_block")[0]
+    + PRE
+    + "    x = n1(x + attn(x))\n    return n2(x + mlp(x))\n",
+    # no biases
+    "block_parameter_count": COUNT + "    return 4 * D * D + 2 * D * m + 4 * D\n",
+}
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
+def test_notebook_and_grader_give_the_same_points(tmp_path, monkeypatch):
+    from test_agreement import kernel_scores
+
+    from transformer_course.grade import grade_notebook
+
+    notebook = submission(CHAPTER_4, chapter=4)
+    path = tmp_path / "04_block.ipynb"
+    nbformat.write(notebook, path)
+    graded = {e.key: e.points for e in grade_notebook(path).exercises}
+    in_kernel = kernel_scores(nbformat.read(path, as_version=4), tmp_path, monkeypatch)
+    assert in_kernel == pytest.approx(graded)
+    assert graded == pytest.approx(
+        {
+            "layer_norm": 4,
+            "mlp_forward": 3,
+            # fails the value check: its unseen and property checks count for nothing
+            "pre_norm_block": 0,
+            # builds on the learner's layer_norm and mlp_forward
+            "post_norm_block": 3,
+            "block_parameter_count": 0,
+        }
+    )
