@@ -7,7 +7,7 @@ lives in one module, roughly one per chapter:
 ``shapes``        shape checks with clear messages (all chapters)
 ``runtime``       seeding, device, threads, figure style (first cell of every chapter)
 ``notation``      rows (N, D) versus Turner's columns D×N (Notation page)
-``data``          the text corpus and the digits images (chapters 1, 6, 7)
+``data``          the corpus, the digits, language-model batches (chapters 1, 6, 7)
 ``plotting``      figure style, token axes, patches, attention heatmaps (all chapters)
 ``tokens``        tokenizers (characters, words, BPE) and patches (chapter 1)
 ``word_vectors``  co-occurrence word vectors and similarity (chapter 1)
@@ -17,6 +17,8 @@ lives in one module, roughly one per chapter:
 ``norms``         LayerNorm (Turner's TokenNorm), RMSNorm, BatchNorm (chapter 4)
 ``block``         the transformer block: MLP, residuals, pre-/post-norm (chapter 4)
 ``positions``     sinusoidal, learned, rotary (RoPE) and ALiBi positions (chapter 5)
+``kv_cache``      keys and values of earlier tokens, for generation (chapter 6)
+``gpt``           a GPT: causal language model, sampling, generation (chapter 6)
 ``train``         the training loop and its checkpoints (chapters 4, 6, 7)
 ``diagrams``      schematic figures of the attention equations (chapters 2, 3)
 ================  ====================================================================
@@ -41,7 +43,9 @@ from .attention import (
     softmax,
 )
 from .block import MLP, Block, BlockConfig, BlockStack
-from .data import Digits, load_digits, load_text
+from .data import Digits, load_digits, load_text, split_ids, window_batches
+from .gpt import GPT, GPTConfig, generate
+from .kv_cache import KVCache
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norms import LayerNorm, RMSNorm, batch_norm_tokens, layer_norm, rms_norm
 from .notation import average_columns, average_rows, to_columns, to_rows
@@ -88,6 +92,7 @@ from .word_vectors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "GPT",
     "MLP",
     "AdditiveAttention",
     "BPETokenizer",
@@ -96,7 +101,9 @@ __all__ = [
     "BlockStack",
     "CharTokenizer",
     "Digits",
+    "GPTConfig",
     "History",
+    "KVCache",
     "LayerNorm",
     "LearnedPositions",
     "MultiHeadAttention",
@@ -123,6 +130,7 @@ __all__ = [
     "expect_shape",
     "fit",
     "fit_word_vectors",
+    "generate",
     "layer_norm",
     "learning_rate",
     "load_digits",
@@ -147,10 +155,12 @@ __all__ = [
     "sinusoidal_shift_matrix",
     "softmax",
     "split_heads",
+    "split_ids",
     "svd_vectors",
     "to_columns",
     "to_rows",
     "token_axis",
     "unpatchify",
     "use_course_style",
+    "window_batches",
 ]

@@ -34,7 +34,7 @@ the position of the first token as ``offset``. ALiBi needs no option: its bias
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import nn
@@ -44,6 +44,9 @@ from .multihead import MultiHeadAttention, _expect_heads, _expect_positive_int
 from .norms import LayerNorm, RMSNorm
 from .positions import RotaryEmbedding
 from .shapes import expect_shape
+
+if TYPE_CHECKING:  # chapter 6's cache; only the types are needed here
+    from .kv_cache import KVCache, LayerCache
 
 __all__ = [
     "MLP",
@@ -194,6 +197,7 @@ class Block(nn.Module):
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
         offset: int = 0,
+        cache: LayerCache | None = None,
     ) -> torch.Tensor:
         """x (B, N, D) -> (B, N, D).
 
@@ -201,25 +205,27 @@ class Block(nn.Module):
         :meth:`MultiHeadAttention.forward`): a boolean mask is True where a
         query may attend to a key, e.g. (N, N), or (B, 1, 1, N) for key
         padding; ``is_causal`` forbids the keys after each query. ``offset``
-        is the position of the first token, for rotary positions (chapter 5).
+        is the position of the first token, for rotary positions (chapter 5);
+        ``cache`` holds the keys and values of earlier tokens (chapter 6).
         """
         expect_shape(x, "B N D", "x", D=self.config.d_model)
+        where = {"mask": mask, "is_causal": is_causal, "offset": offset, "cache": cache}
         if not self.config.residual:  # chapter 4's experiment: no skip connections
-            return self._without_residuals(x, mask, is_causal, offset)
+            return self._without_residuals(x, where)
         if self.config.norm_first:  # pre-norm: Turner fig. 7, Xiong et al.
-            x = x + self.attend(self.norm_1(x), mask, is_causal, offset=offset)
+            x = x + self.attend(self.norm_1(x), **where)
             x = x + self.mlp(self.norm_2(x))
         else:  # post-norm: "Add & Normalize" after each branch
-            x = self.norm_1(x + self.attend(x, mask, is_causal, offset=offset))
+            x = self.norm_1(x + self.attend(x, **where))
             x = self.norm_2(x + self.mlp(x))
         return x
 
-    def _without_residuals(self, x, mask, is_causal, offset):
+    def _without_residuals(self, x, where):
         """The block with both ``x +`` removed: each stage replaces its input."""
         if self.config.norm_first:
-            x = self.attend(self.norm_1(x), mask, is_causal, offset=offset)
+            x = self.attend(self.norm_1(x), **where)
             return self.mlp(self.norm_2(x))
-        x = self.norm_1(self.attend(x, mask, is_causal, offset=offset))
+        x = self.norm_1(self.attend(x, **where))
         return self.norm_2(self.mlp(x))
 
     def attend(
@@ -229,15 +235,20 @@ class Block(nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
         offset: int = 0,
+        cache: LayerCache | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """The attention branch: h (B, N, D) -> (B, N, D), and (B, H, N, N) weights.
 
         The block's one call to attention: rotary positions' ``offset``
-        (chapter 5), and a KV cache when the course adds one, are threaded
-        through here.
+        (chapter 5) and the KV cache (chapter 6) are threaded through here.
         """
         out = self.attn(
-            h, mask=mask, is_causal=is_causal, need_weights=need_weights, offset=offset
+            h,
+            mask=mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
+            offset=offset,
+            cache=cache,
         )
         if need_weights:
             out, weights = out  # (B, N, D), (B, H, N, N)
@@ -367,14 +378,22 @@ class BlockStack(nn.Module):
         mask: torch.Tensor | None = None,
         is_causal: bool = False,
         offset: int = 0,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         """x (B, N, D) -> (B, N, D): every block, then ``final_norm``.
 
         ``mask``, ``is_causal`` and ``offset`` go to every block (see
-        :meth:`Block.forward`).
+        :meth:`Block.forward`); with a ``cache`` (chapter 6), block m uses
+        ``cache.layers[m]``.
         """
-        for block in self.blocks:
-            x = block(x, mask, is_causal, offset)  # (B, N, D)
+        if cache is not None and len(cache.layers) != len(self.blocks):
+            raise ValueError(
+                f"cache: expected one layer per block, {len(self.blocks)}, "
+                f"got {len(cache.layers)}"
+            )
+        for m, block in enumerate(self.blocks):
+            layer_cache = None if cache is None else cache.layers[m]
+            x = block(x, mask, is_causal, offset, layer_cache)  # (B, N, D)
         return self.final_norm(x)
 
     def residual_stream(

@@ -9,6 +9,10 @@
 * :func:`load_digits` returns scikit-learn's bundled 8×8 digits as image tensors
   with a fixed, stratified train/test split.
 
+For language models (chapter 6), :func:`split_ids` cuts a tokenised corpus
+into a fixed training and validation part, and :func:`window_batches` draws
+random windows from them as (input, target) batches, the target shifted by one.
+
 Used from chapter 1 (tokens) on; chapter 6 trains on the text, chapter 7 on the
 digits.
 """
@@ -20,6 +24,7 @@ import hashlib
 import lzma
 import math
 import numbers
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -37,6 +42,8 @@ __all__ = [
     "load_digits",
     "load_text",
     "read_shipped_text",
+    "split_ids",
+    "window_batches",
 ]
 
 
@@ -192,3 +199,91 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> Digits:
     return Digits(
         images[train_idx], labels[train_idx], images[test_idx], labels[test_idx]
     )
+
+
+def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> dict[str, torch.Tensor]:
+    """Chapter 6: the first (1 − val_fraction) of a token sequence for training, the rest for validation.
+
+    A fixed split by position, as nanoGPT's: no window of the validation part
+    was ever seen in training (only its boundary's neighbourhood overlaps).
+
+    Args:
+        ids: (T,) integer token ids of the whole corpus.
+        val_fraction: in (0, 1).
+
+    Returns:
+        ``{"train": ids[:cut], "val": ids[cut:]}`` with ``cut = int((1 −
+        val_fraction)·T)``; views, not copies.
+    """
+    if ids.ndim != 1 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        raise ValueError(
+            f"ids: expected a 1-D tensor of integer token ids, got shape "
+            f"{tuple(ids.shape)} and dtype {ids.dtype}"
+        )
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(
+            f"val_fraction: expected a number in (0, 1), got {val_fraction!r}"
+        )
+    cut = int((1.0 - val_fraction) * len(ids))
+    return {"train": ids[:cut], "val": ids[cut:]}
+
+
+def window_batches(
+    splits: Mapping[str, torch.Tensor],
+    batch_size: int,
+    block_size: int,
+    seed: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+) -> Callable[[str, int], tuple[torch.Tensor, torch.Tensor]]:
+    """Chapter 6: a ``get_batch(split, step)`` of random windows for next-token prediction.
+
+    Each batch is ``batch_size`` windows of ``block_size + 1`` consecutive
+    tokens at random starts: inputs are the first ``block_size`` tokens,
+    targets the last ``block_size`` (the same window shifted by one), so
+    target n is the token after input n.
+
+    The starts depend on (seed, split, step) only, not on global random
+    state, so a resumed run sees the same batches. With ``world_size`` > 1
+    (data-parallel training, one process per rank), ``batch_size`` is the
+    global batch: every rank draws the same starts and keeps its own
+    contiguous share of ``batch_size / world_size`` windows.
+
+    Returns:
+        ``get_batch(split, step) -> (inputs, targets)``, each (B, block_size)
+        int64, with B = batch_size / world_size.
+    """
+    for name, value in (("batch_size", batch_size), ("block_size", block_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    if not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
+        raise ValueError(
+            f"rank, world_size: expected 0 ≤ rank < world_size, got {rank}, {world_size}"
+        )
+    if batch_size % world_size:
+        raise ValueError(
+            f"batch_size: expected a multiple of world_size = {world_size}, got {batch_size}"
+        )
+    for name, ids in splits.items():
+        if len(ids) < block_size + 1:
+            raise ValueError(
+                f"splits[{name!r}]: expected at least block_size + 1 = "
+                f"{block_size + 1} tokens, got {len(ids)}"
+            )
+    share = batch_size // world_size
+
+    def get_batch(split: str, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if split not in splits:
+            raise ValueError(f"split: expected one of {sorted(splits)}, got {split!r}")
+        ids = splits[split]
+        key = hashlib.sha256(f"{seed}/{split}/{step}".encode()).digest()
+        generator = torch.Generator().manual_seed(int.from_bytes(key[:8], "little"))
+        starts = torch.randint(
+            len(ids) - block_size, (batch_size,), generator=generator
+        )
+        starts = starts[rank * share : (rank + 1) * share]  # this rank's windows
+        offsets = torch.arange(block_size + 1)  # (block_size + 1,)
+        windows = ids[starts[:, None] + offsets].long()  # (B, block_size + 1)
+        return windows[:, :-1], windows[:, 1:]  # inputs, targets shifted by one
+
+    return get_batch

@@ -40,7 +40,8 @@ from .attention import (
 )
 from .shapes import expect_shape
 
-if TYPE_CHECKING:  # chapter 5's module; only the type is needed here
+if TYPE_CHECKING:  # chapters 5 and 6; only the types are needed here
+    from .kv_cache import LayerCache
     from .positions import RotaryEmbedding
 
 __all__ = [
@@ -142,6 +143,7 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
         offset: int = 0,
+        cache: LayerCache | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """x (B, N, D) -> (B, N, D); with ``need_weights`` also (B, H, N, N).
 
@@ -153,15 +155,30 @@ class MultiHeadAttention(nn.Module):
 
         ``offset``: the position of the first token, for rotary positions
         (tokens offset ... offset + N − 1); without ``rotary`` it changes nothing.
+
+        ``cache``: chapter 6's :class:`~transformer_course.kv_cache.LayerCache`
+        of the tokens before x. The new keys and values are appended to it, the
+        N queries attend to all L + N stored keys (so masks are (.., N, L + N),
+        and ``is_causal`` aligns bottom-right), and rotary positions continue
+        at L, the number of tokens it held (``offset`` must then be 0).
         """
         expect_shape(x, "B N D", "x", D=self.d_model)
         _expect_tokens(x, "x", "token")
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"offset: expected an int ≥ 0, got {offset!r}")
+        if cache is not None:  # chapter 6: the new tokens follow the cached ones
+            if offset:
+                raise ValueError(
+                    f"offset: with a cache, positions continue from the "
+                    f"{cache.length} tokens it holds; expected offset=0, got {offset}"
+                )
+            offset = cache.length
         q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # 3 × (B, N, D)
         q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # 3 × (B, H, N, d)
         if self.rotary is not None:  # chapter 5: turn q and k by position, not v
             q, k = self.rotary(q, k, offset)  # 2 × (B, H, N, d)
+        if cache is not None:
+            k, v = cache.append(k, v)  # 2 × (B, H, L + N, d): earlier tokens too
         if need_weights:  # teaching path: explicit softmax, returns the weights
             heads, weights = scaled_dot_product_attention(
                 q, k, v, mask=mask, is_causal=is_causal, return_weights=True
