@@ -209,3 +209,139 @@ def test_digits_seed_out_of_range(seed):
 def test_digits_arguments_of_the_wrong_type(kwargs, expected):
     with pytest.raises(TypeError, match=expected):
         tc.load_digits(**kwargs)
+
+
+# --- chapter 6: split_ids and window_batches ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("length", "val_fraction", "cut"),
+    [
+        (100, 0.1, 90),
+        (10, 0.9, 1),
+        (10, 0.3, 7),
+        (7, 0.5, 3),
+        (1_115_394, 0.1, 1_003_854),
+    ],
+)
+def test_split_ids_cuts_at_the_fraction_and_keeps_the_order(length, val_fraction, cut):
+    ids = torch.arange(length)
+    splits = tc.split_ids(ids, val_fraction)
+    assert sorted(splits) == ["train", "val"]
+    assert len(splits["train"]) == cut
+    torch.testing.assert_close(splits["train"], ids[:cut])
+    torch.testing.assert_close(splits["val"], ids[cut:])
+    assert splits["train"].data_ptr() == ids.data_ptr()  # a view, not a copy
+
+
+@pytest.mark.parametrize("val_fraction", [0, 1, -0.1, 1.5, math.nan])
+def test_split_ids_rejects_a_fraction_outside_the_unit_interval(val_fraction):
+    with pytest.raises(
+        ValueError, match=r"val_fraction: expected a number in \(0, 1\)"
+    ):
+        tc.split_ids(torch.arange(10), val_fraction)
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [torch.arange(12).view(3, 4), torch.rand(10), torch.ones(10, dtype=torch.bool)],
+)
+def test_split_ids_wants_one_dimension_of_integer_ids(ids):
+    with pytest.raises(ValueError, match=r"ids: expected a 1-D tensor of integer"):
+        tc.split_ids(ids)
+
+
+def ramp_splits():
+    """Token id = position, so that a window shows where it was taken."""
+    return {"train": torch.arange(500), "val": torch.arange(1000, 1100)}
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_windows_targets_are_the_inputs_shifted_by_one(split):
+    get_batch = tc.window_batches(ramp_splits(), batch_size=16, block_size=10)
+    inputs, targets = get_batch(split, 3)
+    assert inputs.shape == targets.shape == (16, 10)
+    assert inputs.dtype == targets.dtype == torch.int64
+    torch.testing.assert_close(inputs[:, 1:], targets[:, :-1])  # one window
+    starts = inputs[:, :1]
+    torch.testing.assert_close(inputs, starts + torch.arange(10))  # consecutive
+    torch.testing.assert_close(targets, starts + 1 + torch.arange(10))
+    ids = ramp_splits()[split]
+    assert torch.isin(targets, ids).all()  # from this split only
+
+
+def test_windows_reach_both_ends_of_a_split():
+    ids = torch.arange(12)
+    get_batch = tc.window_batches({"train": ids}, batch_size=64, block_size=10)
+    inputs, targets = get_batch("train", 0)
+    assert inputs.min() == 0  # the first token is an input
+    assert targets.max() == 11  # and the last a target
+    only = tc.window_batches({"train": ids[:11]}, batch_size=2, block_size=10)
+    inputs, targets = only("train", 5)  # block_size + 1 tokens: a single window
+    torch.testing.assert_close(inputs, ids[:10].expand(2, -1))
+    torch.testing.assert_close(targets, ids[1:11].expand(2, -1))
+
+
+def test_windows_depend_on_seed_split_and_step_only():
+    def batch(seed, split, step):
+        return tc.window_batches(ramp_splits(), 8, 10, seed=seed)(split, step)
+
+    first = batch(0, "train", 4)
+    torch.manual_seed(123)  # the global random state plays no part
+    for again in (batch(0, "train", 4), batch(0, "train", 4)):
+        torch.testing.assert_close(again, first)
+    for other in (batch(0, "train", 5), batch(1, "train", 4)):
+        assert not torch.equal(other[0], first[0])
+    steps = {tuple(batch(0, "train", step)[0][:, 0].tolist()) for step in range(20)}
+    assert len(steps) == 20  # every step draws other windows
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_ranks_shares_concatenate_to_the_single_process_batch(world_size):
+    whole = tc.window_batches(ramp_splits(), 16, 10, seed=7)("train", 2)
+    shares = [
+        tc.window_batches(ramp_splits(), 16, 10, seed=7, rank=r, world_size=world_size)(
+            "train", 2
+        )
+        for r in range(world_size)
+    ]
+    for inputs, _ in shares:
+        assert inputs.shape == (16 // world_size, 10)
+    torch.testing.assert_close(torch.cat([s[0] for s in shares]), whole[0])
+    torch.testing.assert_close(torch.cat([s[1] for s in shares]), whole[1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"batch_size": 6, "world_size": 4},
+            r"batch_size: expected a multiple of world_size = 4, got 6",
+        ),
+        ({"batch_size": 0}, r"batch_size: expected a positive int, got 0"),
+        ({"block_size": 2.0}, r"block_size: expected a positive int, got 2\.0"),
+        ({"rank": 2, "world_size": 2}, r"expected 0 ≤ rank < world_size, got 2, 2"),
+        ({"rank": -1, "world_size": 2}, r"expected 0 ≤ rank < world_size, got -1, 2"),
+        (
+            {"rank": 0.5, "world_size": 2},
+            r"expected 0 ≤ rank < world_size, got 0\.5, 2",
+        ),
+        ({"world_size": 0}, r"expected 0 ≤ rank < world_size, got 0, 0"),
+        (
+            {"block_size": 100},
+            r"splits\['val'\]: expected at least block_size \+ 1 = 101 tokens, got 100",
+        ),
+    ],
+)
+def test_window_batches_rejects_bad_arguments_naming_them(kwargs, message):
+    settings = {"batch_size": 8, "block_size": 10, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        tc.window_batches(ramp_splits(), **settings)
+
+
+def test_get_batch_names_the_splits_it_knows():
+    get_batch = tc.window_batches(ramp_splits(), 8, 10)
+    with pytest.raises(
+        ValueError, match=r"split: expected one of \['train', 'val'\], got 'test'"
+    ):
+        get_batch("test", 0)

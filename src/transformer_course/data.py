@@ -224,7 +224,8 @@ def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> dict[str, torch.T
         raise ValueError(
             f"val_fraction: expected a number in (0, 1), got {val_fraction!r}"
         )
-    cut = int((1.0 - val_fraction) * len(ids))
+    # rounded first: in floats (1 − 0.9)·10 is 0.99999…98, which int() cuts to 0
+    cut = int(round((1.0 - val_fraction) * len(ids), 6))
     return {"train": ids[:cut], "val": ids[cut:]}
 
 
@@ -256,7 +257,9 @@ def window_batches(
     for name, value in (("batch_size", batch_size), ("block_size", block_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    if not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
+    if not (
+        isinstance(rank, int) and isinstance(world_size, int) and 0 <= rank < world_size
+    ):
         raise ValueError(
             f"rank, world_size: expected 0 ≤ rank < world_size, got {rank}, {world_size}"
         )

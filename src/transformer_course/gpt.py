@@ -65,7 +65,9 @@ class GPTConfig:
             raise ValueError(
                 f"positions: expected one of {list(POSITIONS)}, got {self.positions!r}"
             )
-        self.block_config()  # checks d_model, n_heads, d_mlp, dropout, norm
+        if self.norm not in ("layer", "rms"):  # the block's "none" is chapter 4's only
+            raise ValueError(f"norm: expected 'layer' or 'rms', got {self.norm!r}")
+        self.block_config()  # checks d_model, n_heads, d_mlp, dropout
 
     def block_config(self) -> BlockConfig:
         """The chapter-4 :class:`BlockConfig` of every block."""
@@ -256,6 +258,7 @@ def generate(
             else:
                 logits = model(ids[:, -1:], cache=cache)[:, -1]  # the new token only
             next_ids = sample_next(logits, temperature, top_k, generator)  # (B,)
+            next_ids = next_ids.to(ids.dtype)  # int32 prompts stay int32
             ids = torch.cat([ids, next_ids[:, None]], dim=1)  # (B, N + 1)
     finally:
         model.train(was_training)
