@@ -83,6 +83,8 @@ VISIBLE_TEXT = """() => {
   }
   return texts;
 }"""
+MATH_ERRORS = """() => Array.from(document.querySelectorAll("mjx-merror"))
+  .map(error => (error.getAttribute("data-mjx-error") || error.textContent).slice(0, 80))"""
 BROKEN_IMAGES = """() => Array.from(document.images)
   .filter(image => !image.complete || image.naturalWidth === 0)
   .map(image => image.getAttribute("src"))"""
@@ -217,6 +219,7 @@ def test_page_renders_cleanly_offline(browser, server, name):
             }
         )
         broken = page.evaluate(BROKEN_IMAGES)
+        math_errors = page.evaluate(MATH_ERRORS)
         start = time.perf_counter()
         page.screenshot(
             path=SCREENSHOTS / f"{name.replace('/', '-')}.png",
@@ -229,6 +232,7 @@ def test_page_renders_cleanly_offline(browser, server, name):
             visit,
             raw_tex=raw_tex,
             broken_images=broken,
+            math_errors=math_errors,
             widgets_rendered=visit.widgets_rendered,
             screenshot_ms=screenshot_ms,
         )
@@ -236,6 +240,7 @@ def test_page_renders_cleanly_offline(browser, server, name):
         assert not visit.failed_requests, f"{name}: failed {visit.failed_requests}"
         assert not raw_tex, f"{name}: raw TeX on the page: {raw_tex}"
         assert not broken, f"{name}: broken images {broken}"
+        assert not math_errors, f"{name}: MathJax errors {math_errors}"
         assert visit.widgets_rendered, f"{name}: widget views not rendered in 20 s"
     finally:
         visit.close()

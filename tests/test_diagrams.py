@@ -87,6 +87,19 @@ def inside_the_figure(fig):
                 "head 2",
             ],
         ),
+        (
+            diagrams.block_diagram,
+            [
+                "pre-norm (Turner fig. 7)",
+                "post-norm (original)",
+                "MHSA",
+                "MLP",
+                "LayerNorm",
+                "+",
+                "$x^{(m-1)}$  (N, D)",
+                "$x^{(m)}$  (N, D)",
+            ],
+        ),
     ],
     ids=lambda x: getattr(x, "__name__", ""),
 )
@@ -138,3 +151,10 @@ def test_multihead_stacks_one_matrix_per_head():
 def test_sizes_that_do_not_fit_are_refused(make, kwargs, message):
     with pytest.raises(ValueError, match=message):
         make(**kwargs)
+
+
+def test_the_block_diagram_draws_two_blocks_with_two_residual_sums_each():
+    texts = drawn(diagrams.block_diagram())
+    assert texts.count("+") == 4  # two residual sums per block
+    assert texts.count("LayerNorm") == 4
+    assert texts.count("after the sum") == 2  # post-norm's norms follow the sums

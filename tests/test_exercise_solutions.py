@@ -122,6 +122,34 @@ DEGENERATE = {
     (4, "block_parameter_count"): [
         "def block_parameter_count(d_model, n_heads, d_mlp, bias=True):\n    return 0"
     ],
+    (5, "sinusoidal_table"): [
+        "def sinusoidal_table(n_tokens, d_model):\n"
+        "    return torch.zeros(n_tokens, d_model)",
+        # row 0 for every position: the right norms, no position at all
+        "def sinusoidal_table(n_tokens, d_model):\n"
+        "    return torch.tensor([0.0, 1.0]).repeat(n_tokens, d_model // 2)",
+    ],
+    (5, "apply_rope"): [
+        "def apply_rope(x, offset=0):\n    return x.clone()",
+        "def apply_rope(x, offset=0):\n    return torch.zeros_like(x)",
+    ],
+    (5, "add_learned_positions"): [
+        "def add_learned_positions(x, table, offset=0):\n    return x.clone()",
+        "def add_learned_positions(x, table, offset=0):\n    return torch.zeros_like(x)",
+    ],
+    (5, "relative_scores"): [
+        "def relative_scores(q, k, positions_q, positions_k):\n"
+        "    return torch.zeros(q.shape[0], k.shape[0])",
+    ],
+    (5, "alibi"): [
+        "def alibi(n_heads, n_tokens):\n"
+        "    return torch.zeros(n_heads, n_tokens, n_tokens)",
+        # the right distances, one slope for every head and size
+        "def alibi(n_heads, n_tokens):\n"
+        "    n = torch.arange(n_tokens)\n"
+        "    d = (n[:, None] - n[None, :]).abs()\n"
+        "    return -0.5 * d.expand(n_heads, -1, -1)",
+    ],
 }
 
 

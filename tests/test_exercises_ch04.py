@@ -15,7 +15,12 @@ from exercise_helpers import (
 
 from transformer_course.block import Block, BlockConfig
 from transformer_course.exercises import chapter, core
-from transformer_course.exercises.ch04 import EXERCISES, QUIZZES, block_parameters
+from transformer_course.exercises.ch04 import (
+    EXERCISES,
+    QUIZZES,
+    _reference_block,
+    block_parameters,
+)
 from transformer_course.sandbox import bwrap_problem
 
 REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(4)).items()}
@@ -389,3 +394,71 @@ def test_notebook_and_grader_give_the_same_points(tmp_path, monkeypatch):
             "block_parameter_count": 0,
         }
     )
+
+
+# --- answers that are not the learner's own -------------------------------------------
+
+ENCODER_LAYER = (
+    "def {name}(x, p, H):\n"
+    "    D, m = x.shape[-1], p['mlp.up_proj.weight'].shape[0]\n"
+    "    layer = torch.nn.TransformerEncoderLayer(\n"
+    "        D, H, m, dropout=0.0, batch_first=True, norm_first={norm_first}\n"
+    "    ).eval()\n"
+    "    names = {{'self_attn.in_proj_': 'attn.qkv_proj.', 'self_attn.out_proj.': "
+    "'attn.out_proj.', 'linear1.': 'mlp.up_proj.', 'linear2.': 'mlp.down_proj.', "
+    "'norm1.': 'norm_1.', 'norm2.': 'norm_2.'}}\n"
+    "    layer.load_state_dict({{\n"
+    "        mine + kind: p[theirs + kind]\n"
+    "        for mine, theirs in names.items() for kind in ('weight', 'bias')\n"
+    "    }})\n"
+    "    with torch.no_grad():\n"
+    "        return layer(x)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "norm_first"), [("pre_norm_block", True), ("post_norm_block", False)]
+)
+def test_torch_s_encoder_layer_is_not_the_learner_s_block(key, norm_first):
+    exercise = EXERCISES[key]
+    source_code = ENCODER_LAYER.format(name=key, norm_first=norm_first)
+    function = namespace_from([source_code])[key]
+    (x, params, H), *_ = exercise.checks[0].cases()
+    want = core.call_cases(function, [(x, params, H)])[0].value  # unwatched: right
+    torch.testing.assert_close(
+        want, _reference_block(params, H, norm_first)(x).detach(), atol=1e-5, rtol=1e-4
+    )
+    report = core.run_exercise(exercise, function)
+    assert report.score == 0
+    assert "nn.TransformerEncoderLayer" in report.first_hint
+
+
+LAYER_NORM_CHEATS = {
+    # torch's own Python re-implementation of the operator
+    "reference": "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+    "    import torch._refs\n"
+    "    return torch._refs.native_layer_norm(x, [x.shape[-1]], gamma, beta, eps)[0]\n",
+    # a cell that patches the runner (found through the garbage collector)
+    "patched runner": "import contextlib\nimport gc\n\n"
+    "for watch in [o for o in gc.get_objects() if isinstance(o, type)]:\n"
+    "    if watch.__name__ == '_Watch':\n"
+    "        watch.modes = lambda self: (contextlib.nullcontext(),) * 2\n"
+    "        watch.kernels = lambda self: contextlib.nullcontext()\n\n\n"
+    "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+    "    return torch.nn.functional.layer_norm(x, x.shape[-1:], gamma, beta, eps)\n",
+}
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
+@pytest.mark.parametrize("cheat", sorted(LAYER_NORM_CHEATS))
+def test_the_grader_refuses_a_layer_norm_that_is_torch_s(tmp_path, cheat):
+    from transformer_course.grade import grade_notebook
+
+    path = tmp_path / "04_block.ipynb"
+    nbformat.write(
+        submission({"layer_norm": LAYER_NORM_CHEATS[cheat]}, chapter=4), path
+    )
+    graded = {e.key: e for e in grade_notebook(path).exercises}
+    assert graded["layer_norm"].points == 0
+    assert "not to" in graded["layer_norm"].hint
+    assert graded["mlp_forward"].points == 3  # the rest of the notebook is graded

@@ -5,6 +5,7 @@ without running them.
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,17 @@ def test_every_notebook_is_in_the_table_of_contents():
         assert path.relative_to(ROOT).with_suffix("").as_posix() in listed, path
     for name in listed:
         assert any((ROOT / f"{name}{ext}").is_file() for ext in (".md", ".ipynb")), name
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_numbered_multiline_equations_use_an_equation_environment(path):
+    """Sphinx wraps a $$ block holding line breaks in \\begin{split}, where
+    MathJax refuses \\tag ("\\tag not allowed in split environment") and
+    shows an error box: such equations go in \\begin{equation}…\\end{equation}
+    (MyST's amsmath extension passes it through untouched)."""
+    for cell in load(path)["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for block in re.findall(r"\$\$(.*?)\$\$", "".join(cell["source"]), re.S):
+            broken = "\\\\" in block and "\\tag" in block
+            assert not broken, f"{path.name}: {block.strip()[:60]!r}"

@@ -2,6 +2,8 @@
 notebook's checks and the grader's sandbox both do when they call a learner's
 function."""
 
+import importlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -278,3 +280,98 @@ def test_a_layer_norm_written_out_is_allowed():
     outcome = one(honest, forbidden=("layer_norm",))
     assert outcome["error"] is None
     torch.testing.assert_close(outcome["value"], F.layer_norm(X, (3,)))
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        lambda x: importlib.import_module("torch._refs").native_layer_norm(
+            x, [3], None, None, 1e-5
+        )[0],
+        lambda x: (
+            importlib.import_module("torch._decomp.decompositions")
+            .native_batch_norm(
+                x.T.contiguous(), None, None, None, None, True, 0.1, 1e-5
+            )[0]
+            .T
+        ),
+        lambda x: torch._decomp.decomposition_table[
+            torch.ops.aten.native_layer_norm.default
+        ](x, [3], None, None, 1e-5)[0],
+    ],
+    ids=["refs", "decomposition", "decomposition-table"],
+)
+def test_torch_s_python_reimplementations_are_caught(cheat):
+    importlib.import_module("torch._decomp")
+    torch.testing.assert_close(cheat(X), F.layer_norm(X, (3,)), atol=1e-4, rtol=1e-4)
+    outcome = one(cheat, forbidden=("layer_norm",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "F.layer_norm" in outcome["message"]
+
+
+def _switch_off_and_cheat(x):
+    """Destroy the kernels' library, leave the modes: F.layer_norm unwatched."""
+    import gc
+
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    for thing in gc.get_objects():
+        if isinstance(thing, torch.library.Library):
+            thing._destroy()
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        return torch.layer_norm(x, (3,))
+
+
+def test_switching_the_watch_off_is_forbidden():
+    outcome = one(_switch_off_and_cheat, forbidden=("layer_norm",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "switch off" in outcome["message"]
+    assert one(lambda x: torch.softmax(x, -1), ("softmax",))["error"] == "ForbiddenUse"
+
+
+def test_a_patched_watch_is_refused(monkeypatch):
+    import contextlib
+
+    def nothing(self):
+        return contextlib.nullcontext(), contextlib.nullcontext()
+
+    monkeypatch.setattr(runner._Watch, "modes", nothing)
+    monkeypatch.setattr(runner._Watch, "kernels", lambda self: contextlib.nullcontext())
+    outcome = one(lambda x: F.layer_norm(x, (3,)), forbidden=("layer_norm",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "switch off" in outcome["message"]
+
+
+def test_honest_code_is_not_mistaken_for_switching_the_watch_off():
+    def honest(x):
+        var, mean = torch.var_mean(x, -1, keepdim=True, correction=0)
+        centred = torch.einsum("ij->ij", x - mean).double()
+        return (centred * torch.rsqrt(var.double() + 1e-5)).float()
+
+    outcome = one(honest, forbidden=("layer_norm",))
+    assert outcome["error"] is None
+    torch.testing.assert_close(outcome["value"], F.layer_norm(X, (3,)))
+
+
+def test_the_course_package_reached_at_run_time_is_refused():
+    def hidden(x):  # a computed name: nothing in the code says transformer_course
+        name = "".join(["transformer", "_course"])
+        return __import__(name).attention.softmax(x)
+
+    assert not uses_course_package(hidden)
+    outcome = one(hidden)
+    assert outcome["error"] == "CoursePackageUsed"
+    assert "transformer_course.attention" in outcome["message"]
+
+
+def test_a_profile_hook_switched_off_without_a_trace_is_noticed():
+    import functools
+    import sys
+
+    def quietly_off(x):  # through a partial: no call event for the hook to see
+        functools.partial(sys.setprofile, None)()
+        return x - x.mean(-1, keepdim=True)
+
+    outcome = one(quietly_off, forbidden=("layer_norm",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert sys.getprofile() is None  # restored

@@ -11,6 +11,8 @@ carries its name and size as text (the tests read them back with
   ``Y = Σ_h M_h X A_h`` (the course's M_h is what Turner writes V_h).
 * :func:`split_merge_heads` (chapter 3): (B, N, D) → (B, N, H, d) →
   (B, H, N, d) and back.
+* :func:`block_diagram` (chapter 4): Turner's figure 7, the pre-norm block,
+  beside the original post-norm block ("Add & Normalize").
 
 Matrices are drawn as grids of cells so that shapes can be compared by eye. The
 figures set their own size and font sizes, so they read the same whatever the
@@ -27,6 +29,7 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 __all__ = [
     "attention_as_average",
+    "block_diagram",
     "figure_text",
     "multihead_as_sum",
     "qkv_graph",
@@ -369,4 +372,71 @@ def split_merge_heads(n_heads: int = 3, d_head: int = 2, n_tokens: int = 4) -> F
     )
     _label(ax, 0.1, top_row + 0.45, "split_heads", NAME, ha="left", weight="bold")
     _label(ax, 0.1, bottom_row + 0.45, "merge_heads", NAME, ha="left", weight="bold")
+    return fig
+
+
+def _plus(ax: Axes, x, y) -> None:
+    """A residual sum: a circled plus centred at (x, y), radius 0.25."""
+    ax.add_patch(plt.Circle((x, y), 0.25, facecolor="white", edgecolor="0.25", lw=1.5))
+    _label(ax, x, y - 0.02, "+", NAME + 2)
+
+
+def _skip(ax: Axes, start, side_x, end) -> None:
+    """A residual line: from ``start`` left to ``side_x``, up, then right into ``end``."""
+    (x0, y0), (x1, y1) = start, end
+    ax.plot([x0, side_x, side_x], [y0, y0, y1], color="0.25", lw=1.5)
+    _arrow(ax, (side_x, y1), (x1 - 0.25, y1))
+
+
+def block_diagram() -> Figure:
+    """Chapter 4: the pre-norm block (Turner fig. 7) beside the post-norm block.
+
+    Both have two residual lines, around multi-head self-attention (MHSA) and
+    around the MLP. Pre-norm normalises each branch's input and leaves the
+    residual line untouched; post-norm normalises after each sum (the original
+    transformer's "Add & Normalize"). Each is repeated M times.
+    """
+    fig, ax = _canvas(10.0, 10.0, "The transformer block, repeated M times")
+    orange, green, grey = "#F6E3CF", "#DFF0DF", "#ECECEC"
+    half = 0.4  # half a node's height
+    # pre-norm, main path at x = 3, residual lines at x = 1.2
+    x, side = 3.0, 1.2
+    _label(ax, (x + side) / 2, 9.3, "pre-norm (Turner fig. 7)", NAME)
+    _label(ax, x, 0.35, "$x^{(m-1)}$  (N, D)", SHAPE)
+    _node(ax, x, 1.6, "LayerNorm", "each token", grey)
+    _node(ax, x, 2.9, "MHSA", "across tokens", orange)
+    _plus(ax, x, 4.1)
+    _node(ax, x, 5.3, "LayerNorm", "each token", grey)
+    _node(ax, x, 6.6, "MLP", "each token", green)
+    _plus(ax, x, 7.8)
+    _label(ax, x, 8.7, "$x^{(m)}$  (N, D)", SHAPE)
+    _arrow(ax, (x, 0.6), (x, 1.6 - half))
+    _arrow(ax, (x, 1.6 + half), (x, 2.9 - half))
+    _arrow(ax, (x, 2.9 + half), (x, 4.1 - 0.25))
+    _arrow(ax, (x, 4.1 + 0.25), (x, 5.3 - half))
+    _arrow(ax, (x, 5.3 + half), (x, 6.6 - half))
+    _arrow(ax, (x, 6.6 + half), (x, 7.8 - 0.25))
+    _arrow(ax, (x, 7.8 + 0.25), (x, 8.45))
+    _skip(ax, (x, 0.9), side, (x, 4.1))
+    _skip(ax, (x, 4.6), side, (x, 7.8))
+    # post-norm, main path at x = 8, residual lines at x = 6.2
+    x, side = 8.0, 6.2
+    _label(ax, (x + side) / 2, 9.3, "post-norm (original)", NAME)
+    _label(ax, x, 0.35, "$x^{(m-1)}$  (N, D)", SHAPE)
+    _node(ax, x, 1.6, "MHSA", "across tokens", orange)
+    _plus(ax, x, 2.8)
+    _node(ax, x, 3.9, "LayerNorm", "after the sum", grey)
+    _node(ax, x, 5.3, "MLP", "each token", green)
+    _plus(ax, x, 6.5)
+    _node(ax, x, 7.6, "LayerNorm", "after the sum", grey)
+    _label(ax, x, 8.7, "$x^{(m)}$  (N, D)", SHAPE)
+    _arrow(ax, (x, 0.6), (x, 1.6 - half))
+    _arrow(ax, (x, 1.6 + half), (x, 2.8 - 0.25))
+    _arrow(ax, (x, 2.8 + 0.25), (x, 3.9 - half))
+    _arrow(ax, (x, 3.9 + half), (x, 5.3 - half))
+    _arrow(ax, (x, 5.3 + half), (x, 6.5 - 0.25))
+    _arrow(ax, (x, 6.5 + 0.25), (x, 7.6 - half))
+    _arrow(ax, (x, 7.6 + half), (x, 8.45))
+    _skip(ax, (x, 0.9), side, (x, 2.8))
+    _skip(ax, (x, 4.5), side, (x, 6.5))
     return fig

@@ -506,6 +506,7 @@ PRE_NORM = Exercise(
             PROPERTY,
         ),
     ),
+    forbidden=("transformer_layer",),
 )
 
 
@@ -595,6 +596,7 @@ POST_NORM = Exercise(
             PROPERTY,
         ),
     ),
+    forbidden=("transformer_layer",),
 )
 
 # --- Exercise 5: counting a block's parameters ----------------------------------------
@@ -750,10 +752,11 @@ QUIZZES = {
         question="Count multiply-adds per sequence of N tokens: the attention scores q kᵀ "
         "and the weighted sum of the values cost N²·D each (all heads together), and the "
         "MLP with d_mlp = 4D costs 2·N·D·4D = 8·N·D². For D = 512, at what N do the two "
-        "N²·D terms together cost as much as the MLP?",
-        explanation="2·N²·D = 8·N·D² gives N = 4D = 2048. Below it the MLP (and the "
-        "projections, 4·N·D²) dominate a block's compute; above it the N² terms of "
-        "attention do.",
+        "N²·D terms alone (leave out the projections) cost as much as the MLP?",
+        explanation="2·N²·D = 8·N·D² gives N = 4D = 2048: beyond it the N² terms "
+        "alone outweigh the MLP. Counting attention's four projections (4·N·D²) with "
+        "attention, as eq. (4.2) of the chapter does, attention's total 4·N·D² + "
+        "2·N²·D equals the MLP's 8·N·D² earlier, at N = 2D = 1024.",
         answer=4 * 512,
     ),
     "quiz_block_parameters": Numeric(

@@ -229,8 +229,9 @@ def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:
         if outcome.raised:
             raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
         if not isinstance(outcome.value, kind):
+            article = "an" if kind.__name__[0] in "aeiou" else "a"
             raise Failed(
-                f"Return a {kind.__name__}, not {type(outcome.value).__name__}."
+                f"Return {article} {kind.__name__}, not {type(outcome.value).__name__}."
             )
         values.append(outcome.value)
     return values

@@ -29,6 +29,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 import types
 import warnings
@@ -136,6 +137,19 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
             }
         ),
     ),
+    # A whole block: torch's encoder layer (with norm_first, pre- or post-norm)
+    "transformer_layer": (
+        "nn.TransformerEncoderLayer (or nn.MultiheadAttention): build the block "
+        "from your layer_norm and mlp_forward and the given self_attention",
+        frozenset(
+            {
+                "multi_head_attention_forward",
+                "_transformer_encoder_layer_fwd",
+                "_native_multi_head_attention",
+            }
+        ),
+        frozenset({"_transformer_encoder_layer_fwd", "_native_multi_head_attention"}),
+    ),
     "embedding": (
         "F.embedding, nn.Embedding or indexing the table (table[ids], table[i], "
         "index_select, NumPy)",
@@ -157,6 +171,30 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
 }
 
 
+# torch's own Python re-implementations of its operators (references and
+# decompositions): a function there that starts with a forbidden name computes it.
+_TORCH_PYTHON = ("torch._refs", "torch._decomp", "torch._prims.")
+
+#: What a learner's function never needs, and what switches the watch off or
+#: searches the process for it: the profile hook, torch's mode stacks, the
+#: kernels' library. Called from the learner's code, it counts as forbidden.
+ESCAPES = frozenset(
+    {
+        "currentframe",
+        "setprofile",
+        "settrace",
+        "_getframe",
+        "get_objects",
+        "get_referrers",
+        "_pop_torch_function_stack",
+        "_pop_torch_dispatch_stack",
+        "_disable_current_modes",
+        "_pop_mode",
+        "_pop_mode_temporarily",
+        "_destroy",
+    }
+)
+
 _KERNEL_KEYS = (
     "CPU",
     "CUDA",
@@ -171,6 +209,19 @@ class ForbiddenUse(Exception):  # noqa: N818  (reported to the learner by name)
     """The learner's function called something its exercise forbids."""
 
 
+def forbidden_message(key: str) -> str:
+    if key == "escape":
+        return (
+            "this exercise asks you not to switch off or look for its checks "
+            "(sys.setprofile, gc.get_objects, sys._getframe, torch's mode stacks)"
+        )
+    return f"this exercise asks you not to use {FORBIDDEN[key][0]}"
+
+
+def _is_course(module: str) -> bool:
+    return module.split(".")[0] == COURSE_PACKAGE
+
+
 class _Watch:
     """Records (and refuses) forbidden calls at both PyTorch levels."""
 
@@ -182,12 +233,16 @@ class _Watch:
             )
         self.functions = {n: k for k in keys for n in FORBIDDEN[k][1]}
         self.ops = {n: k for k in keys for n in FORBIDDEN[k][2]}
+        self.names = {**self.ops, **self.functions}
+        self.prefixes = {n.strip("_"): k for n, k in self.names.items()}
         self.hits: list[str] = []
+        self.course: list[str] = []  # course package code that ran
+        self.home: dict | None = None  # the learner's namespace
 
     def hit(self, key: str):
         if key not in self.hits:
             self.hits.append(key)
-        return ForbiddenUse(f"this exercise asks you not to use {FORBIDDEN[key][0]}")
+        return ForbiddenUse(forbidden_message(key))
 
     def modes(self):
         watch = self
@@ -207,6 +262,54 @@ class _Watch:
                 return func(*args, **(kwargs or {}))
 
         return Functions(), Operators()
+
+    def _python_hit(self, frame, event, arg) -> str | None:
+        """The forbidden key a profiled call matches, or "escape"."""
+        if event == "c_call":
+            name, caller = getattr(arg, "__name__", ""), frame
+            callee_module = ""
+        elif event == "call":
+            name, caller = frame.f_code.co_name, frame.f_back
+            callee_module = frame.f_globals.get("__name__") or ""
+            if frame.f_globals is not globals() and _is_course(callee_module):
+                self.course.append(f"{callee_module}.{frame.f_code.co_qualname}")
+        else:
+            return None
+        if not self.names:
+            return None
+        if callee_module.startswith("torch"):
+            if name in self.names:
+                return self.names[name]
+            if callee_module.startswith(_TORCH_PYTHON):
+                bare = name.strip("_")
+                for prefix, key in self.prefixes.items():
+                    if bare.startswith(prefix):
+                        return key
+        if name in ESCAPES and caller is not None and caller.f_globals is self.home:
+            return "escape"  # called by the learner's code itself
+        return None
+
+    @contextlib.contextmanager
+    def profiled(self):
+        """Watch Python-level calls too, in every thread: torch's Python
+        re-implementations of a forbidden function, the course package's code,
+        and the calls that would switch the watch off (:data:`ESCAPES`)."""
+
+        def profile(frame, event, arg):
+            key = self._python_hit(frame, event, arg)
+            if key is not None and key not in self.hits:
+                self.hits.append(key)
+
+        before, before_threads = sys.getprofile(), threading.getprofile()
+        threading.setprofile(profile)
+        sys.setprofile(profile)
+        try:
+            yield
+        finally:
+            if sys.getprofile() is not profile and self.names:  # switched off
+                self.hits.append("escape")
+            sys.setprofile(before)
+            threading.setprofile(before_threads)
 
     @contextlib.contextmanager
     def kernels(self):
@@ -455,32 +558,47 @@ def call_cases(
         )
         return [_outcome(error="CoursePackageUsed", message=message) for _ in cases]
     watch = _Watch(forbidden)
+    watch.home = next(
+        (f.__globals__ for f in _unwrap(function) if isinstance(f, types.FunctionType)),
+        None,
+    )
+    if forbidden and not _intact():
+        message = forbidden_message("escape")
+        return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
     outcomes = []
     for case in cases:
         pristine = copy.deepcopy(tuple(case))
         args = copy.deepcopy(pristine)
         watch.hits.clear()
+        watch.course.clear()
+        error = None
         try:
             if forbidden:
                 functions, operators = watch.modes()
-                with watch.kernels(), functions, operators:
+                with watch.kernels(), functions, operators, watch.profiled():
                     value = function(*args)
             else:
-                value = function(*args)
+                with watch.profiled():
+                    value = function(*args)
         except NotImplementedError as err:
-            outcomes.append(_outcome(error="NotImplementedError", message=err))
-            continue
+            if not (watch.hits or watch.course):
+                outcomes.append(_outcome(error="NotImplementedError", message=err))
+                continue
         except Exception as err:  # the learner's bug, reported as a hint
-            if watch.hits:
-                key = watch.hits[0]
-                message = f"this exercise asks you not to use {FORBIDDEN[key][0]}"
-                outcomes.append(_outcome(error="ForbiddenUse", message=message))
-            else:
-                outcomes.append(_outcome(error=type(err).__name__, message=err))
+            error = err
+        if watch.course:  # reached at run time (``__import__`` of a computed name)
+            message = (
+                f"your solution uses the course package ({watch.course[0]}), which "
+                "holds the answers and is hidden when grading: write it with torch only"
+            )
+            outcomes.append(_outcome(error="CoursePackageUsed", message=message))
             continue
-        if watch.hits:  # called, raised, and the learner caught it: still forbidden
-            message = f"this exercise asks you not to use {FORBIDDEN[watch.hits[0]][0]}"
+        if watch.hits:  # called (and perhaps caught by the learner): forbidden
+            message = forbidden_message(watch.hits[0])
             outcomes.append(_outcome(error="ForbiddenUse", message=message))
+            continue
+        if error is not None:
+            outcomes.append(_outcome(error=type(error).__name__, message=error))
             continue
         mutated = [
             i
@@ -498,6 +616,26 @@ def call_cases(
                 )
             )
     return outcomes
+
+
+def _snapshot() -> dict:
+    """What the watch is made of: this module's functions and classes, and the
+    classes' attributes (a learner's cell that patches them shows up)."""
+    found = {}
+    for name, value in list(globals().items()):
+        if isinstance(value, types.FunctionType | type) and not name.startswith("__"):
+            found[name] = value
+            if isinstance(value, type) and value.__module__ == __name__:
+                for attribute, inner in list(vars(value).items()):
+                    found[f"{name}.{attribute}"] = inner
+    return found
+
+
+def _intact() -> bool:
+    now = _snapshot()
+    return now.keys() == _PRISTINE.keys() and all(
+        now[k] is v for k, v in _PRISTINE.items()
+    )
 
 
 # --- the sandbox's script: a fork server ------------------------------------------
@@ -835,6 +973,8 @@ def main(argv: list[str] | None = None) -> int:
     report.flush()
     os._exit(0)  # skips the interpreter's slow shutdown (torch): nothing is left to do
 
+
+_PRISTINE = _snapshot()
 
 if __name__ == "__main__":
     sys.exit(main())
