@@ -362,6 +362,33 @@ def test_a_natural_answer_without_the_value_error_loses_that_check_only():
     assert report.score == pytest.approx(exercise.points * 4 / 5)
 
 
+def test_a_value_error_of_the_learner_s_own_class_counts():
+    exercise = EXERCISES["add_learned_positions"]
+    source_code = "class PositionsError(ValueError):\n    pass\n\n\n" + REFERENCE[
+        "add_learned_positions"
+    ].replace("raise ValueError(", "raise PositionsError(")
+    assert "raise PositionsError(" in source_code
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    assert report.score == exercise.points, report.results
+
+
+def test_unseen_sizes_are_too_many_to_tabulate():
+    from transformer_course.exercises.ch05 import _random_alibi, _random_tables
+
+    for seed in range(5):
+        g = torch.Generator().manual_seed(seed)
+        tables = _random_tables(g)
+        assert max(N for N, _ in tables) >= 500
+        assert max(D for _, D in tables) >= 128
+        assert all(D % 2 == 0 for _, D in tables)
+        biases = _random_alibi(g)
+        assert max(H for H, _ in biases) >= 32
+        assert max(N for _, N in biases) >= 150
+        assert all(H & (H - 1) == 0 for H, _ in biases)  # powers of two
+
+
 # Honest answers written another way: full marks.
 HONEST = [
     (  # the PyTorch tutorial's form: exp and log, float32

@@ -282,3 +282,45 @@ def test_an_answer_below_the_check_and_a_course_import_are_honoured(tmp_path):
     path = write(tmp_path, notebook, "02_attention.ipynb")
     result = grade_notebook(path, only=["stable_softmax", "attention"])
     assert result.total == 3 + 3, result.table()
+
+
+@needs_bwrap
+def test_a_later_exercise_reusing_the_name_does_not_replace_an_answer(tmp_path):
+    # exercise 4's helper reuses the name apply_rope with another signature: in
+    # the notebook, exercise 2's check ran before it and passed; so does the grader
+    notebook = submission(chapter=5)
+    insert_after(
+        notebook,
+        "ex4-text",
+        "def apply_rope(x, positions):\n    return x.flip(0)\n",
+    )
+    path = write(tmp_path, notebook, "05_positions.ipynb")
+    result = grade_notebook(path, only=["apply_rope"])
+    (grade,) = result.exercises
+    assert grade.status == "passed", grade.hint
+    # a fix written under the exercise's own check still counts
+    notebook = submission(
+        {"apply_rope": "def apply_rope(x, offset=0):\n    return x\n"}, chapter=5
+    )
+    insert_after(notebook, "check_apply_rope", reference("apply_rope", chapter=5))
+    path = write(tmp_path, notebook, "05_positions.ipynb")
+    (grade,) = grade_notebook(path, only=["apply_rope"]).exercises
+    assert grade.status == "passed", grade.hint
+
+
+@needs_bwrap
+def test_many_slow_cells_end_in_one_timeout_without_grading_again(tmp_path):
+    import time
+
+    notebook = submission()
+    insert_after(notebook, "ex1-text", *["import time\ntime.sleep(0.7)\n"] * 8)
+    started = time.monotonic()
+    # one second per cell, four in all: 8 × 0.7 s goes past the total, not a cell
+    (grade,) = grade_notebook(
+        write(tmp_path, notebook), only=["build_char_vocab"], timeout=1
+    ).exercises
+    assert grade.status == "timeout"
+    assert "in all" in grade.hint
+    assert "left out" not in grade.hint
+    assert grade.points == 0
+    assert time.monotonic() - started < 30

@@ -375,3 +375,66 @@ def test_a_profile_hook_switched_off_without_a_trace_is_noticed():
     outcome = one(quietly_off, forbidden=("layer_norm",))
     assert outcome["error"] == "ForbiddenUse"
     assert sys.getprofile() is None  # restored
+
+
+def test_the_watch_cannot_be_switched_off_without_forbidden_functions_either():
+    import functools
+    import sys
+
+    def quietly_off(x):  # an exercise with nothing forbidden is watched too
+        functools.partial(sys.setprofile, None)()
+        return x
+
+    outcome = one(quietly_off)
+    assert outcome["error"] == "ForbiddenUse"
+    assert "switch off" in outcome["message"]
+    assert one(lambda x: x * 2)["error"] is None
+
+
+def test_an_exception_is_recorded_with_its_base_classes():
+    from transformer_course.exercises.core import outcome_from_dict
+
+    class ShapeError(ValueError):
+        pass
+
+    def strict(x):
+        raise ShapeError(f"expected (N, D), got {tuple(x.shape)}")
+
+    outcome = one(strict)
+    assert outcome["error"] == "ShapeError"
+    assert outcome["kinds"][:2] == ["ShapeError", "ValueError"]
+    parsed = outcome_from_dict(outcome)
+    assert parsed.raised_a("ValueError")
+    assert parsed.raised_a("ShapeError")
+    assert not parsed.raised_a("TypeError")
+
+
+def test_unreadable_results_and_unprintable_errors_are_outcomes_not_crashes():
+    class MuteError(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    def mute(x):
+        raise MuteError()
+
+    on_meta = one(lambda x: torch.empty(2, 3, device="meta"))
+    assert on_meta["error"] == "UnreadableResult"
+    assert "Tensor" in on_meta["message"]
+    outcome = one(mute)
+    assert outcome["error"] == "MuteError"
+    assert "cannot be printed" in outcome["message"]
+
+
+def test_a_value_of_the_wrong_type_is_named_by_its_own_type():
+    import numpy as np
+
+    from transformer_course.exercises.core import (
+        Failed,
+        outcome_from_dict,
+        returned_values,
+    )
+
+    outcome = one(lambda x: np.zeros((2, 3)))
+    assert outcome["value"] == "<ndarray>"
+    with pytest.raises(Failed, match="Return a Tensor, not ndarray"):
+        returned_values([outcome_from_dict(outcome)])

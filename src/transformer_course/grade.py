@@ -34,6 +34,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ import nbformat
 from .exercises import CHAPTERS
 from .exercises.core import Exercise, outcome_from_dict, report_from_outcomes
 from .exercises.runner import to_plain
-from .sandbox import Sandbox, SandboxUnavailable
+from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 
 __all__ = ["ExerciseGrade", "NotebookGrade", "grade_notebook", "main"]
 
@@ -200,18 +201,25 @@ def learner_cells(
 
     Every unlocked code cell above the exercise's check cell (all of them when
     there is no check cell), as a notebook run from the top would have run them,
-    and below it the cells that define the exercise's function (an answer
-    written under the check and checked with **Check again**).
+    and below it, up to the next locked cell (where the next exercise begins),
+    the cells that define the exercise's function: an answer written under the
+    check and checked with **Check again**. A later exercise's cell that reuses
+    the name for a helper of its own does not replace this exercise's answer.
     """
     cells = notebook.cells
     stop = _check_cell_index(cells, exercise)
     stop = len(cells) if stop is None else stop
+    end = next(
+        (i for i in range(stop + 1, len(cells)) if _is_locked(cells[i])), len(cells)
+    )
     return [
         (index, _source(cell))
         for index, cell in enumerate(cells)
         if cell.get("cell_type") == "code"
         and not _is_locked(cell)
-        and (index < stop or _defines(_source(cell), exercise.function))
+        and (
+            index < stop or (index < end and _defines(_source(cell), exercise.function))
+        )
     ]
 
 
@@ -252,6 +260,8 @@ def _outcomes(raw: object, shape: list[int]) -> list:
                         "mutated": o.get("mutated", [])
                         if isinstance(o.get("mutated"), list)
                         else [],
+                        "kinds": o.get("kinds", []),
+                        "value_type": o.get("value_type"),
                     }
                 )
             )
@@ -334,6 +344,10 @@ def _grade_exercises(
     """Grade exercises in one sandbox; see the module docstring."""
     final: dict[str, ExerciseGrade] = {}
     pending: dict[str, dict] = {}
+    # Grading again without a cell that hung costs time: only within this budget
+    # (a notebook of slow cells cannot keep the grader busy for many rounds).
+    started = time.monotonic()
+    budget = STARTUP_SECONDS + timeout * JOB_STAGES * len(exercises)
     for exercise in exercises:
         cells = learner_cells(notebook, exercise)
         defining = {
@@ -373,8 +387,13 @@ def _grade_exercises(
             if result is None:  # never started: the sandbox died before it
                 continue
             stage = result.stage
+            if result.status == "overtime":  # slow in all, no single cell at fault
+                final[key] = _grade(job["exercise"], "timeout", result.detail)
+                del pending[key]
+                continue
             if (
-                result.status in ("timeout", "crashed")
+                time.monotonic() - started < budget
+                and result.status in ("timeout", "crashed")
                 and isinstance(stage, tuple)
                 and stage[1] not in job["defining"]
             ):  # another cell is at fault: leave it out and grade again

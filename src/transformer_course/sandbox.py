@@ -82,7 +82,8 @@ class SandboxUnavailable(RuntimeError):  # noqa: N818  (a state, not a bug)
 class SandboxResult:
     """How a job ended.
 
-    ``status`` is "ok", "timeout", "crashed" or "error"; ``stage`` is the last
+    ``status`` is "ok", "timeout" (one stage ran too long), "overtime" (the
+    stages together did), "crashed" or "error"; ``stage`` is the last
     stage the runner reached ("preamble", ("cell", index), "call", "done");
     ``output`` is what the runner saved (None unless it finished).
     """

@@ -403,7 +403,7 @@ def _patch_error_cases():
 
 def _judge_patch_error(cases, outcomes):
     for outcome in outcomes:
-        if outcome.error != "ValueError":
+        if not outcome.raised_a("ValueError"):
             got = (
                 f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
             )

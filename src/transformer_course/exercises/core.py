@@ -82,10 +82,16 @@ class Outcome:
     error: str | None = None  # the exception's class name
     message: str = ""
     mutated: tuple[int, ...] = ()  # indices of the arguments changed in place
+    kinds: tuple[str, ...] = ()  # the exception's classes by name, its own first
+    value_type: str | None = None  # the returned value's type, by name
 
     @property
     def raised(self) -> bool:
         return self.error is not None
+
+    def raised_a(self, kind: str) -> bool:
+        """True if the call raised ``kind`` or a subclass of it (by name)."""
+        return self.raised and (self.error == kind or kind in self.kinds)
 
 
 @dataclass(frozen=True)
@@ -230,9 +236,8 @@ def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:
             raise Failed(f"Your function raised {outcome.error}: {outcome.message}")
         if not isinstance(outcome.value, kind):
             article = "an" if kind.__name__[0] in "aeiou" else "a"
-            raise Failed(
-                f"Return {article} {kind.__name__}, not {type(outcome.value).__name__}."
-            )
+            given = outcome.value_type or type(outcome.value).__name__
+            raise Failed(f"Return {article} {kind.__name__}, not {given}.")
         values.append(outcome.value)
     return values
 
@@ -255,11 +260,17 @@ def outcome_from_dict(raw: dict) -> Outcome:
         raise ValueError(f"an outcome must be a dict, got {type(raw).__name__}")
     error = raw.get("error")
     mutated = raw.get("mutated", ())
+    kinds = raw.get("kinds", ())
+    value_type = raw.get("value_type")
     return Outcome(
         value=raw.get("value"),
-        error=str(error) if error is not None else None,
+        error=str(error)[:100] if error is not None else None,
         message=str(raw.get("message", ""))[:500],
-        mutated=tuple(int(i) for i in mutated if isinstance(i, int)),
+        mutated=tuple(int(i) for i in mutated if type(i) is int),
+        kinds=tuple(str(k)[:100] for k in kinds[:20])
+        if isinstance(kinds, list | tuple)
+        else (),
+        value_type=str(value_type)[:100] if value_type is not None else None,
     )
 
 

@@ -275,9 +275,7 @@ class _Watch:
                 self.course.append(f"{callee_module}.{frame.f_code.co_qualname}")
         else:
             return None
-        if not self.names:
-            return None
-        if callee_module.startswith("torch"):
+        if self.names and callee_module.startswith("torch"):
             if name in self.names:
                 return self.names[name]
             if callee_module.startswith(_TORCH_PYTHON):
@@ -306,7 +304,7 @@ class _Watch:
         try:
             yield
         finally:
-            if sys.getprofile() is not profile and self.names:  # switched off
+            if sys.getprofile() is not profile:  # switched off
                 self.hits.append("escape")
             sys.setprofile(before)
             threading.setprofile(before_threads)
@@ -528,13 +526,46 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _outcome(value=None, error=None, message="", mutated=()) -> dict:
+def _message(error: BaseException) -> str:
+    """``str(error)``, or a stand-in when the learner's ``__str__`` fails."""
+    try:
+        return str(error)[:500]
+    except Exception:
+        return f"<{type(error).__name__} that cannot be printed>"
+
+
+def _same_or_unreadable(a: Any, b: Any) -> bool:
+    """:func:`_same`, where a value it cannot compare counts as changed."""
+    try:
+        return _same(a, b)
+    except Exception:
+        return False
+
+
+def _outcome(
+    value=None, error=None, message="", mutated=(), kinds=(), value_type=None
+) -> dict:
     return {
         "value": value,
         "error": error,
-        "message": str(message)[:500],
+        "message": _message(message)
+        if isinstance(message, BaseException)
+        else str(message)[:500],
         "mutated": list(mutated),
+        "kinds": list(kinds),  # the exception's classes, its own first
+        "value_type": value_type,  # the returned value's type, by name
     }
+
+
+def _error_kinds(error: BaseException) -> list[str]:
+    """The names of ``error``'s classes up to ``Exception``: a learner's
+    ``class ShapeError(ValueError)`` still raised a ValueError."""
+    kinds = []
+    for kind in type(error).__mro__:
+        if kind in (BaseException, object):
+            break
+        kinds.append(str(getattr(kind, "__name__", "?"))[:100])
+    return kinds[:20]
 
 
 def call_cases(
@@ -562,7 +593,7 @@ def call_cases(
         (f.__globals__ for f in _unwrap(function) if isinstance(f, types.FunctionType)),
         None,
     )
-    if forbidden and not _intact():
+    if not _intact():
         message = forbidden_message("escape")
         return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
     outcomes = []
@@ -598,15 +629,22 @@ def call_cases(
             outcomes.append(_outcome(error="ForbiddenUse", message=message))
             continue
         if error is not None:
-            outcomes.append(_outcome(error=type(error).__name__, message=error))
+            outcomes.append(
+                _outcome(
+                    error=type(error).__name__,
+                    message=_message(error),
+                    kinds=_error_kinds(error),
+                )
+            )
             continue
         mutated = [
             i
             for i, (a, b) in enumerate(zip(args, pristine, strict=True))
-            if not _same(a, b)
+            if not _same_or_unreadable(a, b)
         ]
+        value_type = str(getattr(type(value), "__name__", "?"))[:100]
         try:
-            outcomes.append(_outcome(value=to_plain(value, limits), mutated=mutated))
+            plain = to_plain(value, limits)
         except _TooLarge as err:
             outcomes.append(
                 _outcome(
@@ -615,6 +653,17 @@ def call_cases(
                     mutated=mutated,
                 )
             )
+            continue
+        except Exception as err:  # e.g. a tensor on the "meta" device: no data
+            message = (
+                f"your function returned a {value_type} that cannot be read "
+                f"({type(err).__name__}: {_message(err)})"
+            )
+            outcomes.append(
+                _outcome(error="UnreadableResult", message=message, mutated=mutated)
+            )
+            continue
+        outcomes.append(_outcome(value=plain, mutated=mutated, value_type=value_type))
     return outcomes
 
 
@@ -910,8 +959,11 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
             detail = f"ran for more than {plan['timeout']:g} s"
             break
         if now - job_started > plan["job_limit"]:
-            status = "timeout"
-            detail = f"the exercise's cells and checks took more than {plan['job_limit']:g} s"
+            status = "overtime"
+            detail = (
+                f"the exercise's cells and checks took more than "
+                f"{plan['job_limit']:g} s in all: make the slow cells faster"
+            )
             break
         time.sleep(0.005)
     _kill_all_below(os.getpid(), pid if code is None else None)
