@@ -11,8 +11,8 @@ shows three ways, all written with the same angles
   (eq. shift), or a table learned like the word embeddings,
   :class:`LearnedPositions` (GPT-2);
 * rotary positions (RoPE, Su et al. 2021; eq. rope), which rotate each head's
-  queries and keys by their position so that the score ``q_m · k_n`` depends
-  on ``m − n`` only: :class:`RotaryEmbedding`, which
+  queries and keys by their position so that the score of a query at n and
+  a key at m depends on ``m − n`` only: :class:`RotaryEmbedding`, which
   :class:`~transformer_course.multihead.MultiHeadAttention` and
   :class:`~transformer_course.block.Block` take as an option;
 * a bias on the scores that grows with the distance between query and key
@@ -279,9 +279,9 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
         x'_2i   = x_2i cos θ − x_2i+1 sin θ
         x'_2i+1 = x_2i sin θ + x_2i+1 cos θ        θ = angles[n, i] = n·ω_i
 
-    A rotation keeps lengths, and two vectors turned by θ_m and θ_n have the
-    dot product of the originals turned by θ_m − θ_n: with θ = n·ω the score of
-    query m and key n depends on m − n only. Equal to
+    A rotation keeps lengths, and two vectors turned by θ_n and θ_m have the
+    dot product of the originals with one turned by θ_m − θ_n: with θ = n·ω the
+    score of a query at position n and a key at m depends on m − n only. Equal to
     :func:`apply_rotary_complex`.
 
     Args:
@@ -323,7 +323,7 @@ class RotaryEmbedding(nn.Module):
     (B, H, N, d) of positions offset ... offset + N − 1 with
     :func:`apply_rotary` (interleaved pairs (2i, 2i+1), frequencies
     ω_i = base^(−2i/d)) and returns both, same shapes. The values are not
-    turned. Attention then scores ``q_m · k_n = f(q, k, m − n)``: relative
+    turned. Attention then scores ``q'_n · k'_m = f(q, k, m − n)``: relative
     positions, with nothing added to the tokens.
 
     No parameters and no tables: the angles are computed in float64 at each

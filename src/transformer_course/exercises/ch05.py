@@ -353,7 +353,7 @@ def _judge_shift(cases, outcomes):
     first, shifted = returned_values(outcomes)
     if first.shape != qk.shape or shifted.shape != qk.shape:
         raise Failed(f"RoPE keeps the shape (..., N, d) = {tuple(qk.shape)}.")
-    scores = first[0].double() @ first[1].double().T  # (N, N): q_m · k_n
+    scores = first[0].double() @ first[1].double().T  # (N, N): q_n · k_m
     moved = shifted[0].double() @ shifted[1].double().T
     if not _close(moved, scores):
         raise Failed(
@@ -584,8 +584,8 @@ def _explain_scores(q, k, pq, pk, got):
 
     if scores(turn_q=False, turn_k=False):
         raise Failed(
-            "Turn the queries and the keys before the dot product: q'_m = R_m q_m, "
-            "k'_n = R_n k_n. Without the rotation the scores ignore the positions."
+            "Turn the queries and the keys before the dot product: q'_n = R_n q_n, "
+            "k'_m = R_m k_m. Without the rotation the scores ignore the positions."
         )
     if scores(turn_q=False) or scores(turn_k=False):
         raise Failed(
@@ -595,8 +595,8 @@ def _explain_scores(q, k, pq, pk, got):
     if scores(sign=-1):
         raise Failed(
             "The direction is the wrong way round (turned by −θ, or the two lists "
-            "of positions swapped): q_m at positions_q[m] is turned by "
-            "+positions_q[m]·ω_i, k_n by +positions_k[n]·ω_i."
+            "of positions swapped): query a at positions_q[a] is turned by "
+            "+positions_q[a]·ω_i, key b by +positions_k[b]·ω_i."
         )
     if scores(layout="halves"):
         raise Failed(
@@ -614,10 +614,10 @@ def _explain_scores(q, k, pq, pk, got):
         )
     if _close(got * q.shape[-1] ** 0.5, want):
         raise Failed(
-            "Return the plain dot products q'_m · k'_n, without the 1/√d of attention."
+            "Return the plain dot products q'_n · k'_m, without the 1/√d of attention."
         )
     raise Failed(
-        "scores[m, n] = (R(positions_q[m]) q_m) · (R(positions_k[n]) k_n), each "
+        "scores[a, b] = (R(positions_q[a]) q[a]) · (R(positions_k[b]) k[b]), each "
         "pair (2i, 2i+1) turned by position·10000^(−2i/d), as in exercise 2."
     )
 
@@ -875,7 +875,7 @@ QUIZZES = {
         question="RoPE rotates each head's queries and keys by their positions. Why "
         "not the values?",
         explanation="Positions are meant to change which tokens attend to which: the "
-        "scores q'_m · k'_n = q_mᵀ R_(n−m) k_n. Rotating the values by their absolute "
+        "scores q'_n · k'_m = q_nᵀ R_(m−n) k_m. Rotating the values by their absolute "
         "positions would not change the weights at all, and would put absolute "
         "positions into the output that the relative scores keep out.",
         options=[
