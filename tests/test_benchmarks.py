@@ -21,3 +21,30 @@ def test_multihead_benchmark_runs_and_prints_ratios():
     assert run.returncode == 0, run.stderr
     assert "time ratio" in run.stdout
     assert "worst time ratio" in run.stdout
+
+
+def run_quick(name):
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_gpt_speed_benchmark_runs_and_prints_ratios():
+    assert "ratio" in run_quick("gpt_speed.py")
+
+
+def test_gpt_quality_benchmark_runs_and_compares_with_the_baselines():
+    out = run_quick("gpt_quality.py")
+    assert "baby val loss" in out
+    assert "best n-gram" in out
+
+
+def test_kv_cache_benchmark_checks_the_tokens_and_prints_the_ratio():
+    out = run_quick("kv_cache.py")
+    assert "identical tokens: yes" in out
+    assert "speed-up ratio" in out

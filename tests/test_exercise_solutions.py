@@ -150,6 +150,25 @@ DEGENERATE = {
         "    d = (n[:, None] - n[None, :]).abs()\n"
         "    return -0.5 * d.expand(n_heads, -1, -1)",
     ],
+    (6, "causal_attention_weights"): [
+        # causal and normalised, but blind to the scores
+        "def causal_attention_weights(scores):\n"
+        "    n_q, n_k = scores.shape[-2:]\n"
+        "    w = torch.ones(n_q, n_k).tril(n_k - n_q)\n"
+        "    return (w / w.sum(-1, keepdim=True)).expand(scores.shape).clone()",
+    ],
+    (6, "next_token_loss"): [
+        "def next_token_loss(logits, ids):\n"
+        "    return torch.tensor(float(logits.shape[-1])).log()",
+    ],
+    (6, "next_token_probs"): [
+        "def next_token_probs(logits, temperature, top_k=None):\n"
+        "    return torch.full_like(logits, 1 / logits.shape[-1])",
+    ],
+    (6, "attend_with_cache"): [
+        "def attend_with_cache(q, k, v, k_cache, v_cache, length):\n"
+        "    return torch.zeros_like(q), k_cache.clone(), v_cache.clone()",
+    ],
 }
 
 

@@ -25,6 +25,7 @@ from exercise_helpers import (
 )
 
 import transformer_course
+from transformer_course.exercises import CHAPTERS
 from transformer_course.exercises.ch01 import EXERCISES
 from transformer_course.grade import grade_notebook
 
@@ -324,3 +325,38 @@ def test_many_slow_cells_end_in_one_timeout_without_grading_again(tmp_path):
     assert "left out" not in grade.hint
     assert grade.points == 0
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("chapter", sorted(CHAPTERS))
+def test_the_preamble_defines_what_the_setup_cell_does(chapter):
+    """An answer that uses a name of the setup cell (F, plt, …) runs in the
+    notebook; it must run in the grader too: same names, without the package."""
+    import ast
+
+    import nbformat
+
+    from transformer_course.grade import PREAMBLE
+
+    notebook = nbformat.read(source_path(chapter), as_version=4)
+    (setup,) = [
+        c
+        for c in notebook.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
+    ]
+    code = "\n".join(
+        ("    pass" if line.lstrip().startswith("%") else line)
+        for line in setup.source.splitlines()
+    )
+
+    def names(source):
+        found = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Assign):
+                found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        return found
+
+    course = {"tc", "chapter", "ex"}  # the package, hidden when grading
+    assert names(code) - course <= names(PREAMBLE)
+    assert "F" in names(code)

@@ -438,3 +438,28 @@ def test_a_value_of_the_wrong_type_is_named_by_its_own_type():
     assert outcome["value"] == "<ndarray>"
     with pytest.raises(Failed, match="Return a Tensor, not ndarray"):
         returned_values([outcome_from_dict(outcome)])
+
+
+class _Liar(torch.Tensor):
+    """A subclass that answers every allclose with True and hides its size."""
+
+    def as_subclass(self, cls):
+        return self
+
+    def numel(self):
+        return 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.allclose:
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_tensor_subclass_cannot_fool_the_judges_or_the_limits():
+    outcome = one(lambda x: torch.zeros(2, 3).as_subclass(_Liar))
+    assert type(outcome["value"]) is torch.Tensor
+    assert not torch.allclose(outcome["value"], torch.ones(2, 3))
+    too_big = one(lambda x: torch.zeros(10**7).as_subclass(_Liar))
+    assert too_big["error"] == "ResultTooLarge"
+    assert to_plain([torch.ones(2).as_subclass(_Liar)])[0].__class__ is torch.Tensor

@@ -24,7 +24,10 @@ lives in one module, roughly one per chapter:
 ================  ====================================================================
 
 Not imported by ``import transformer_course``: ``diagrams`` (import it by
-name), ``exercises`` (self-checking exercise notebooks), ``grade``
+name), ``ngram`` (count-based n-gram baselines for chapter 6's loss curves;
+import it by name), ``train_gpt`` (``python -m transformer_course.train_gpt``,
+training from the command line, on one process or under ``torchrun``),
+``exercises`` (self-checking exercise notebooks), ``grade``
 (``python -m transformer_course.grade``, the autograder) with ``sandbox`` (where
 graded code runs) and ``gradebook`` (grading a class through nbgrader), and
 ``book_assets`` (vendored JavaScript for offline reading).
@@ -44,8 +47,8 @@ from .attention import (
 )
 from .block import MLP, Block, BlockConfig, BlockStack
 from .data import Digits, load_digits, load_text, split_ids, window_batches
-from .gpt import GPT, GPTConfig, generate
-from .kv_cache import KVCache
+from .gpt import GPT, GPTConfig, generate, sample_next
+from .kv_cache import KVCache, LayerCache
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norms import LayerNorm, RMSNorm, batch_norm_tokens, layer_norm, rms_norm
 from .notation import average_columns, average_rows, to_columns, to_rows
@@ -104,6 +107,7 @@ __all__ = [
     "GPTConfig",
     "History",
     "KVCache",
+    "LayerCache",
     "LayerNorm",
     "LearnedPositions",
     "MultiHeadAttention",
@@ -147,6 +151,7 @@ __all__ = [
     "ppmi",
     "pretokenize",
     "rms_norm",
+    "sample_next",
     "scaled_dot_product_attention",
     "seed_everything",
     "setup",

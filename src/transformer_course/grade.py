@@ -49,13 +49,14 @@ from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 __all__ = ["ExerciseGrade", "NotebookGrade", "grade_notebook", "main"]
 
 #: Stands in for the exercise notebooks' locked setup cell, without the course
-#: package: the same names (sys, plt, torch, device), seeded the same way.
+#: package: the same names (sys, plt, torch, F, device), seeded the same way.
 PREAMBLE = """\
 import sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 import random
 import numpy
 random.seed(0)

@@ -399,7 +399,10 @@ class Sandbox:
                     raise ValueError(f"expected a dict, got {type(output).__name__}")
             except Exception as err:
                 status = "error"
-                detail = f"could not read the results: {type(err).__name__}: {err}"
+                detail = (
+                    "could not read the results (return plain tensors, numbers, "
+                    f"lists or tuples of them): {type(err).__name__}: {err}"
+                )
                 output = None
         stage = _parse_stage(str(message.get("stage", "")))
         if status in ("timeout", "crashed"):

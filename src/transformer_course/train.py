@@ -18,6 +18,16 @@ AdamW step (weight decay on matrices only, :func:`parameter_groups`). Every
 ``eval_every`` steps the model is scored on the same validation batches, and
 checkpoints (model, optimiser, step, history, random states) are written
 atomically, so that ``fit(..., resume=True)`` continues to the same result.
+
+Data-parallel training (chapter 6): when a process runs under ``torchrun``
+and has joined a process group (``torch.distributed.init_process_group``),
+:func:`fit` wraps the model in ``DistributedDataParallel``, which averages the
+gradients of all processes (ranks) in ``backward``; ``get_batch`` then gives
+each rank its own share of the global batch (e.g. ``window_batches(...,
+rank=, world_size=)``). The recorded losses are means over all ranks, so the
+history equals a one-process run's on the same global batches up to the order
+of floating-point additions; only rank 0 shows progress, reports records and
+writes checkpoints, and every rank can resume from them.
 """
 
 from __future__ import annotations
@@ -34,8 +44,10 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from .runtime import pick_device, seed_everything
@@ -56,6 +68,7 @@ __all__ = [
 
 GetBatch = Callable[[str, int], Any]  # (split, step) -> batch, e.g. (inputs, targets)
 LossFn = Callable[[nn.Module, Any], torch.Tensor]  # (model, batch) -> scalar loss
+OnRecord = Callable[[dict[str, float]], None]  # sees each record as it is made
 
 
 def _is_int(value: object) -> bool:
@@ -139,6 +152,29 @@ class History:
     # one entry per validation
     val_steps: list[int] = field(default_factory=list)  # the step it followed
     val_losses: list[float] = field(default_factory=list)  # mean of eval_batches
+
+    def records(self) -> list[dict[str, float]]:
+        """Chapters 4, 6: the history as records, in the order :func:`fit` made them.
+
+        ``{"step", "train_loss", "lr", "grad_norm"}`` for every step, each
+        followed by ``{"step", "val_loss"}`` when a validation followed it: the
+        records ``fit(..., on_record=)`` reports, e.g. one JSON line each.
+        """
+        validations = dict(zip(self.val_steps, self.val_losses, strict=True))
+        records = []
+        for step, loss, lr, norm in zip(
+            self.steps,
+            self.train_losses,
+            self.learning_rates,
+            self.grad_norms,
+            strict=True,
+        ):
+            records.append(
+                {"step": step, "train_loss": loss, "lr": lr, "grad_norm": norm}
+            )
+            if step in validations:
+                records.append({"step": step, "val_loss": validations[step]})
+        return records
 
 
 def learning_rate(step: int, config: TrainConfig) -> float:
@@ -297,29 +333,56 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def _random_states() -> dict[str, Any]:
+def _random_states(device: torch.device) -> dict[str, Any]:
     numpy_state = np.random.get_state()  # (name, keys (624,), pos, has_gauss, x)
+    # the training GPU's generator only: asking for every GPU's would open a
+    # CUDA context on each of them, from every process of a multi-GPU run
+    cuda = [torch.cuda.get_rng_state(device)] if device.type == "cuda" else []
     return {  # lists, tuples, numbers and tensors: loadable with weights_only
         "python": random.getstate(),
         "numpy": (numpy_state[0], numpy_state[1].tolist(), *numpy_state[2:]),
         "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "cuda": cuda,
     }
 
 
-def _set_random_states(states: dict[str, Any]) -> None:
+def _set_random_states(states: dict[str, Any], device: torch.device) -> None:
     random.setstate(states["python"])
     name, keys, *rest = states["numpy"]
     np.random.set_state((name, np.array(keys, dtype=np.uint32), *rest))
     torch.set_rng_state(states["torch"])
-    if states["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+    if states["cuda"] and device.type == "cuda":
+        torch.cuda.set_rng_state(states["cuda"][0], device)
 
 
-def _expect_finite(value: torch.Tensor, what: str, step: int) -> None:
+def _rank_and_world_size() -> tuple[int, int]:
+    """(rank, world size) of this process: (0, 1) outside a process group."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _mean_over_ranks(value: torch.Tensor, world_size: int) -> torch.Tensor:
+    """The mean of a scalar over all ranks (itself when there is one process).
+
+    Every rank's batch is an equal share of the global batch, so the mean of
+    the ranks' mean losses is the mean loss of the global batch.
+    """
+    if world_size == 1:
+        return value
+    total = value.detach().clone()
+    dist.all_reduce(total)  # a sum, in place, the same on every rank
+    return total / world_size
+
+
+def _expect_scalar(value: torch.Tensor, what: str, step: int) -> None:
     if not isinstance(value, torch.Tensor) or value.ndim != 0:
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else value
         raise TypeError(f"step {step}: the {what} must be a scalar tensor, got {shape}")
+
+
+def _expect_finite(value: torch.Tensor, what: str, step: int) -> None:
+    _expect_scalar(value, what, step)
     if not torch.isfinite(value):
         raise FloatingPointError(
             f"step {step}: the {what} is {value.item()}, so training stopped. Try a "
@@ -327,8 +390,15 @@ def _expect_finite(value: torch.Tensor, what: str, step: int) -> None:
         )
 
 
-def _resume(config: TrainConfig, model: nn.Module, optimizer) -> tuple[int, History]:
-    """Load the checkpoint into model and optimiser; return (next step, history)."""
+def _resume(
+    config: TrainConfig, model: nn.Module, optimizer, device: torch.device
+) -> tuple[int, History]:
+    """Load the checkpoint into model and optimiser; return (next step, history).
+
+    Every rank of a data-parallel run loads the same file, onto the CPU first
+    (so that a checkpoint written on one GPU loads on any device), and takes
+    its own random states when the run had as many ranks.
+    """
     path = config.checkpoint_path
     _require(path is not None, "checkpoint_path", "a checkpoint to resume from", path)
     if not Path(path).exists():
@@ -336,7 +406,12 @@ def _resume(config: TrainConfig, model: nn.Module, optimizer) -> tuple[int, Hist
     state = load_checkpoint(path)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])  # moves its state to the device
-    _set_random_states(state["random_states"])
+    rank, world_size = _rank_and_world_size()
+    per_rank = state.get("rank_random_states", [])
+    random_states = (
+        per_rank[rank] if len(per_rank) == world_size else state["random_states"]
+    )
+    _set_random_states(random_states, device)
     return state["step"], History(**state["history"])
 
 
@@ -348,6 +423,7 @@ def fit(
     *,
     progress: bool = True,
     resume: bool = False,
+    on_record: OnRecord | None = None,
 ) -> History:
     """Chapters 4, 6, 7: train ``model`` in place; return the :class:`History`.
 
@@ -363,7 +439,17 @@ def fit(
             (model, optimiser, step, history and random states): with the same
             config, get_batch and loss_fn, the result equals that of a run that
             was never interrupted. Otherwise a new run starts, seeded with
-            ``config.seed``.
+            ``config.seed`` (``config.seed + rank`` on the other ranks of a
+            data-parallel run, so that their dropout differs).
+        on_record: called with each record as soon as it is made, e.g. to
+            append it to a log file: ``{"step", "train_loss", "lr",
+            "grad_norm"}`` after every step and ``{"step", "val_loss"}`` after
+            each validation (see :meth:`History.records`); on rank 0 only.
+
+    In a data-parallel run (a process group is initialised, with more than one
+    rank; see the module) the model is wrapped in ``DistributedDataParallel``
+    for the training steps, and ``loss_fn`` receives the wrapper: call it, do
+    not reach into it. Every rank must call :func:`fit` with the same config.
 
     Raises:
         FloatingPointError: the loss or the gradient norm is NaN or infinite;
@@ -371,18 +457,31 @@ def fit(
     """
     config = TrainConfig() if config is None else config
     device = torch.device(config.device) if config.device else pick_device()
+    rank, world_size = _rank_and_world_size()
     model.to(device)
     optimizer = torch.optim.AdamW(
         parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.betas
     )
     if resume:
-        start, history = _resume(config, model, optimizer)
+        start, history = _resume(config, model, optimizer, device)
     else:
         start, history = 0, History()
-        seed_everything(config.seed)
+        seed_everything(config.seed + rank)
+    train_model = model  # what loss_fn calls in training steps
+    if world_size > 1:  # copies rank 0's parameters to every rank, then
+        # averages the gradients over the ranks during backward
+        index = device.index if device.index is not None else 0
+        train_model = DistributedDataParallel(
+            model, device_ids=[index] if device.type == "cuda" else None
+        )
     checkpoint_every = config.checkpoint_every or config.eval_every
     max_norm = math.inf if config.grad_clip is None else config.grad_clip
-    quiet = not progress or os.environ.get("TQDM_DISABLE", "0") not in ("", "0")
+    quiet = (
+        not progress
+        or rank != 0
+        or os.environ.get("TQDM_DISABLE", "0") not in ("", "0")
+    )
+    report = on_record if on_record is not None and rank == 0 else lambda _: None
 
     model.train()
     bar = tqdm(
@@ -392,40 +491,75 @@ def fit(
         lr = learning_rate(step, config)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss = loss_fn(model, to_device(get_batch("train", step), device))
-        _expect_finite(loss, "training loss", step)
+        loss = loss_fn(train_model, to_device(get_batch("train", step), device))
+        _expect_scalar(loss, "training loss", step)
+        # the global batch's loss: every rank sees the same, so all stop together
+        mean_loss = _mean_over_ranks(loss.detach(), world_size)
+        _expect_finite(mean_loss, "training loss", step)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # with several ranks: the gradients' mean over them
         # the norm of all gradients as one vector, before clipping; inf: no clipping
         grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         _expect_finite(grad_norm, "gradient norm", step)
         optimizer.step()
 
         history.steps.append(step)
-        history.train_losses.append(loss.item())
+        history.train_losses.append(mean_loss.item())
         history.learning_rates.append(lr)
         history.grad_norms.append(grad_norm.item())
-        bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
+        report(
+            {
+                "step": step,
+                "train_loss": history.train_losses[-1],
+                "lr": lr,
+                "grad_norm": history.grad_norms[-1],
+            }
+        )
+        bar.set_postfix(loss=f"{history.train_losses[-1]:.4f}", refresh=False)
         last = step == config.steps - 1
         if config.eval_every and ((step + 1) % config.eval_every == 0 or last):
             val_loss = evaluate(
                 model, get_batch, loss_fn, config.eval_batches, device=device
-            )
+            )  # on this rank's share of each validation batch
+            val_loss = _mean_over_ranks(
+                torch.tensor(val_loss, device=device), world_size
+            ).item()
             history.val_steps.append(step)
             history.val_losses.append(val_loss)
+            report({"step": step, "val_loss": val_loss})
             bar.set_postfix(
-                loss=f"{loss.item():.4f}", val=f"{val_loss:.4f}", refresh=False
+                loss=f"{history.train_losses[-1]:.4f}",
+                val=f"{val_loss:.4f}",
+                refresh=False,
             )
         if config.checkpoint_path is not None and (
             last or (checkpoint_every and (step + 1) % checkpoint_every == 0)
         ):
-            state = {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "step": step + 1,  # the next step to take
-                "history": asdict(history),
-                "random_states": _random_states(),
-            }
-            save_checkpoint(config.checkpoint_path, state)
+            _checkpoint(config.checkpoint_path, model, optimizer, step, history, device)
     bar.close()
     return history
+
+
+def _checkpoint(path, model, optimizer, step, history, device) -> None:
+    """Write the checkpoint after ``step``: rank 0 writes, every rank takes part.
+
+    With several ranks, each one's random states are gathered into it, so that
+    each rank resumes with its own (their dropout masks differ).
+    """
+    rank, world_size = _rank_and_world_size()
+    random_states = _random_states(device)
+    per_rank = [None] * world_size
+    if world_size > 1:
+        dist.all_gather_object(per_rank, random_states)
+    if rank != 0:
+        return
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "step": step + 1,  # the next step to take
+        "history": asdict(history),
+        "random_states": random_states,
+    }
+    if world_size > 1:
+        state["rank_random_states"] = per_rank
+    save_checkpoint(path, state)

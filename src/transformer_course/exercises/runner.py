@@ -84,7 +84,6 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "scaled_dot_product_attention",
                 "multi_head_attention_forward",
                 "_scaled_dot_product_attention_math",
-                *_TO_NUMPY,
             }
         ),
         frozenset(
@@ -467,8 +466,8 @@ def to_plain(value: Any, limits: dict | None = None) -> Any:
                 raise _TooLarge(f"a string of {len(v):,} characters")
             return v
         if isinstance(v, torch.Tensor):
-            spend("elements", v.numel(), f"a tensor of shape {tuple(v.shape)}")
-            t = v.as_subclass(torch.Tensor) if type(v) is not torch.Tensor else v
+            t = _plain_tensor(v)
+            spend("elements", t.numel(), f"a tensor of shape {tuple(t.shape)}")
             t = t.detach()
             if t.layout != torch.strided:
                 t = t.to_dense()
@@ -493,6 +492,18 @@ def to_plain(value: Any, limits: dict | None = None) -> Any:
     return plain(value, 0)
 
 
+def _plain_tensor(v: torch.Tensor) -> torch.Tensor:
+    """``v`` as a plain ``torch.Tensor``, through torch's own method: a learner's
+    subclass can override ``as_subclass`` (and answer every ``allclose`` with
+    True), not the C method underneath it. Raises TypeError for a non-tensor."""
+    if type(v) is torch.Tensor:  # type() cannot be faked: plain already
+        return v
+    t = torch._C.TensorBase.as_subclass(v, torch.Tensor)
+    if type(t) is not torch.Tensor:
+        raise TypeError(f"could not make a plain tensor of a {type(v).__name__}")
+    return t
+
+
 def _plain_key(key: Any) -> Any:
     if key is None or type(key) in (bool, int, float, str):
         return key
@@ -508,6 +519,9 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return False
+        if type(a) is not type(b):  # an input turned into a subclass: changed
+            return False
+        a, b = _plain_tensor(a), _plain_tensor(b)
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
         if a.is_floating_point() or a.is_complex():
