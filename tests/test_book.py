@@ -145,6 +145,8 @@ def test_exercise_pages_show_stubs_not_solutions(site, name):
                 "### END SOLUTION"
             )[0]
             for line in solution.strip().splitlines():
+                if sum(c.isalnum() for c in line) < 3:  # ")" or "]": anywhere
+                    continue
                 assert line.strip() not in text, line
 
 
