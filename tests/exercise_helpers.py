@@ -132,3 +132,48 @@ def by_key(result):
 def reference(key, chapter=1):
     """The reference solution of exercise ``key``, without the markers."""
     return without_markers(solution_cells(read_source(chapter))[key])
+
+
+# --- for the chapters' exercise tests (test_exercises_ch04.py onwards) -------------
+
+
+def assert_first_hint(exercise, source_code, hint):
+    """``source_code`` (a usual mistake) fails ``exercise``, loses points, and the
+    first failing check's hint contains ``hint``."""
+    from transformer_course.exercises import core
+
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    assert report.status == "failed"
+    assert hint in report.first_hint, report.first_hint
+    assert report.score < exercise.points
+
+
+def assert_check_hint(exercise, source_code, check, hint):
+    """``source_code`` fails the check named ``check`` with ``hint`` in its hint,
+    and loses points."""
+    from transformer_course.exercises import core
+
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    failed = {r.name: r.hint for r in report.results if not r.passed}
+    assert check in failed, failed
+    assert hint in failed[check]
+    assert report.score < exercise.points
+
+
+def graded_points_agreeing_with_the_kernel(notebook, path, tmp_path, monkeypatch):
+    """Write ``notebook`` to ``path``, grade it in the sandbox and run it in a real
+    kernel; assert both give the same points and return them ({key: points})."""
+    import pytest
+    from test_agreement import kernel_scores
+
+    from transformer_course.grade import grade_notebook
+
+    nbformat.write(notebook, path)
+    graded = {e.key: e.points for e in grade_notebook(path).exercises}
+    in_kernel = kernel_scores(nbformat.read(path, as_version=4), tmp_path, monkeypatch)
+    assert in_kernel == pytest.approx(graded)
+    return graded

@@ -54,6 +54,25 @@ def test_stub_is_not_attempted(namespaces, number, key):
     assert report.score == 0
 
 
+@pytest.mark.parametrize("number", sorted(CHAPTERS))
+def test_a_not_implemented_error_from_deeper_down_is_a_failure_not_a_stub(number):
+    """Only the function's own ``raise NotImplementedError`` reads "not attempted";
+    one raised inside torch (say, an operation missing on this device) or by a
+    helper is the learner's bug, reported with its message."""
+    key, exercise = next(iter(chapter(number).exercises.items()))
+    source = (
+        "def helper(*args):\n"
+        "    raise NotImplementedError('not implemented for this device')\n\n"
+        f"def {exercise.function}(*args):\n"
+        "    return helper(*args)\n"
+    )
+    report = core.run_exercise(exercise, namespace_from([source])[exercise.function])
+    assert report.status == "failed", key
+    assert "NotImplementedError" in report.first_hint
+    assert "not implemented for this device" in report.first_hint
+    assert report.score == 0
+
+
 # Functions that ignore their inputs (or most of them): right shapes and types,
 # wrong values. They must earn nothing (issue 9).
 DEGENERATE = {

@@ -6,6 +6,9 @@ import nbformat
 import pytest
 import torch
 from exercise_helpers import (
+    assert_check_hint,
+    assert_first_hint,
+    graded_points_agreeing_with_the_kernel,
     namespace_from,
     read_source,
     solution_cells,
@@ -244,13 +247,7 @@ MISTAKES = [
     ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
 )
 def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
-    exercise = EXERCISES[key]
-    report = core.run_exercise(
-        exercise, namespace_from([source_code])[exercise.function]
-    )
-    assert report.status == "failed"
-    assert hint in report.first_hint, report.first_hint
-    assert report.score < exercise.points
+    assert_first_hint(EXERCISES[key], source_code, hint)
 
 
 @pytest.mark.parametrize(
@@ -295,14 +292,7 @@ def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
     ],
 )
 def test_property_check_names_the_mistake(key, source_code, check, hint):
-    exercise = EXERCISES[key]
-    report = core.run_exercise(
-        exercise, namespace_from([source_code])[exercise.function]
-    )
-    failed = {r.name: r.hint for r in report.results if not r.passed}
-    assert check in failed, failed
-    assert hint in failed[check]
-    assert report.score < exercise.points
+    assert_check_hint(EXERCISES[key], source_code, check, hint)
 
 
 def test_chapter_four_is_registered():
@@ -373,16 +363,12 @@ CHAPTER_4 = {
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
 def test_notebook_and_grader_give_the_same_points(tmp_path, monkeypatch):
-    from test_agreement import kernel_scores
-
-    from transformer_course.grade import grade_notebook
-
-    notebook = submission(CHAPTER_4, chapter=4)
-    path = tmp_path / "04_block.ipynb"
-    nbformat.write(notebook, path)
-    graded = {e.key: e.points for e in grade_notebook(path).exercises}
-    in_kernel = kernel_scores(nbformat.read(path, as_version=4), tmp_path, monkeypatch)
-    assert in_kernel == pytest.approx(graded)
+    graded = graded_points_agreeing_with_the_kernel(
+        submission(CHAPTER_4, chapter=4),
+        tmp_path / "04_block.ipynb",
+        tmp_path,
+        monkeypatch,
+    )
     assert graded == pytest.approx(
         {
             "layer_norm": 4,

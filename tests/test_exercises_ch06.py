@@ -10,6 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from exercise_helpers import (
+    assert_check_hint,
+    assert_first_hint,
+    graded_points_agreeing_with_the_kernel,
     namespace_from,
     read_source,
     solution_cells,
@@ -343,13 +346,7 @@ MISTAKES = [
     ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
 )
 def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
-    exercise = EXERCISES[key]
-    report = core.run_exercise(
-        exercise, namespace_from([source_code])[exercise.function]
-    )
-    assert report.status == "failed"
-    assert hint in report.first_hint, report.first_hint
-    assert report.score < exercise.points
+    assert_first_hint(EXERCISES[key], source_code, hint)
 
 
 IN_PLACE = (  # writes into the caller's caches: right values, changed inputs
@@ -415,14 +412,7 @@ IN_PLACE = (  # writes into the caller's caches: right values, changed inputs
     ],
 )
 def test_property_check_names_the_mistake(key, source_code, check, hint):
-    exercise = EXERCISES[key]
-    report = core.run_exercise(
-        exercise, namespace_from([source_code])[exercise.function]
-    )
-    failed = {r.name: r.hint for r in report.results if not r.passed}
-    assert check in failed, failed
-    assert hint in failed[check]
-    assert report.score < exercise.points
+    assert_check_hint(EXERCISES[key], source_code, check, hint)
 
 
 def test_chapter_six_is_registered():
@@ -543,16 +533,12 @@ CHAPTER_6 = {
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
 def test_notebook_and_grader_give_the_same_points(tmp_path, monkeypatch):
-    from test_agreement import kernel_scores
-
-    from transformer_course.grade import grade_notebook
-
-    notebook = submission(CHAPTER_6, chapter=6)
-    path = tmp_path / "06_gpt.ipynb"
-    nbformat.write(notebook, path)
-    graded = {e.key: e.points for e in grade_notebook(path).exercises}
-    in_kernel = kernel_scores(nbformat.read(path, as_version=4), tmp_path, monkeypatch)
-    assert in_kernel == pytest.approx(graded)
+    graded = graded_points_agreeing_with_the_kernel(
+        submission(CHAPTER_6, chapter=6),
+        tmp_path / "06_gpt.ipynb",
+        tmp_path,
+        monkeypatch,
+    )
     exercise = EXERCISES["attend_with_cache"]
     in_place = (
         exercise.points * 3 / 4

@@ -13,20 +13,19 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
+from .core import (
+    PROPERTY,
+    Check,
+    Exercise,
+    Failed,
+    close,
+    returned_values,
+    seeded_randn,
+    unseen_check,
+)
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
-
-
-def _randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and bool(
-        torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
-    )
 
 
 # --- Exercise 1: a stable softmax -------------------------------------------------
@@ -34,20 +33,20 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _softmax_cases():
     return [
-        (_randn(3, 5),),
-        (_randn(2, 4, 6, seed=1),),
+        (seeded_randn(3, 5),),
+        (seeded_randn(2, 4, 6, seed=1),),
         (torch.tensor([[1.0, 2.0, 3.0]]),),
     ]
 
 
 def _judge_softmax_axis(cases, outcomes):
     for (x,), out in zip(cases, returned_values(outcomes), strict=True):
-        if _close(out.sum(-1), torch.ones(x.shape[:-1])):
+        if close(out.sum(-1), torch.ones(x.shape[:-1])):
             continue
         if (
             x.dim() > 1
             and out.shape == x.shape
-            and _close(out.sum(-2), torch.ones(out.sum(-2).shape))
+            and close(out.sum(-2), torch.ones(out.sum(-2).shape))
         ):
             raise Failed(
                 "The softmax normalises over the wrong axis: each row (the last dimension, dim=-1) must sum to 1."
@@ -59,7 +58,7 @@ def _judge_softmax_axis(cases, outcomes):
 
 def _judge_softmax_values(cases, outcomes):
     for (x,), out in zip(cases, returned_values(outcomes), strict=True):
-        if not _close(out, torch.softmax(x, dim=-1)):
+        if not close(out, torch.softmax(x, dim=-1)):
             raise Failed(
                 "Compute exp(x) / sum(exp(x)) along the last dimension; compare with torch.softmax(x, dim=-1)."
             )
@@ -75,7 +74,7 @@ def _large_cases():
         # the maximum last, or in the middle: not the first entry of the row
         (torch.tensor([[0.0, 1000.0]]),),
         (torch.tensor([[-1000.0, 0.0, 1000.0], [5.0, 700.0, -3.0]]),),
-        (1000 * _randn(2, 3, 4, seed=11),),
+        (1000 * seeded_randn(2, 3, 4, seed=11),),
     ]
 
 
@@ -87,7 +86,7 @@ def _judge_softmax_large(cases, outcomes):
                 "the maximum of the whole tensor: a row whose values are all far "
                 "below it underflows to 0/0 = nan."
             )
-        if not torch.isfinite(out).all() or not _close(out, torch.softmax(x, dim=-1)):
+        if not torch.isfinite(out).all() or not close(out, torch.softmax(x, dim=-1)):
             raise Failed(
                 "Large logits overflow: exp(1000) is inf and inf/inf is nan. Subtract each "
                 "row's maximum before exp (x - x.max(dim=-1, keepdim=True).values); it cancels."
@@ -95,13 +94,13 @@ def _judge_softmax_large(cases, outcomes):
 
 
 def _shift_cases():
-    x = _randn(4, 5, seed=2)
+    x = seeded_randn(4, 5, seed=2)
     return [(x,), (x + 50.0,)]
 
 
 def _judge_softmax_shift(cases, outcomes):
     first, shifted = returned_values(outcomes)
-    if not _close(first, shifted):
+    if not close(first, shifted):
         raise Failed(
             "Adding the same constant to every entry of a row must not change the softmax."
         )
@@ -154,8 +153,8 @@ def _reference_weights(q, k, mask=None):
 
 def _weights_cases():
     return [
-        (_randn(4, 8), _randn(6, 8, seed=1)),
-        (_randn(2, 3, 16, seed=2), _randn(2, 5, 16, seed=3)),
+        (seeded_randn(4, 8), seeded_randn(6, 8, seed=1)),
+        (seeded_randn(2, 3, 16, seed=2), seeded_randn(2, 5, 16, seed=3)),
     ]
 
 
@@ -166,7 +165,7 @@ def _judge_weights_rows(cases, outcomes):
             raise Failed(
                 f"For q {tuple(q.shape)} and k {tuple(k.shape)} the weights have shape (..., N_q, N_k) = {want}, got {tuple(w.shape)}."
             )
-        if not _close(w.sum(-1), torch.ones(w.shape[:-1])):
+        if not close(w.sum(-1), torch.ones(w.shape[:-1])):
             raise Failed(
                 "Each row (one query) must sum to 1: apply the softmax over the keys, dim=-1."
             )
@@ -174,14 +173,14 @@ def _judge_weights_rows(cases, outcomes):
 
 def _judge_weights_scale(cases, outcomes):
     for (q, k), w in zip(cases, returned_values(outcomes), strict=True):
-        if _close(w, _reference_weights(q, k)):
+        if close(w, _reference_weights(q, k)):
             continue
         unscaled = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
-        if _close(w, unscaled):
+        if close(w, unscaled):
             raise Failed(
                 "Divide the scores q kᵀ by √d_k before the softmax (d_k = q.shape[-1])."
             )
-        if _close(w, torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)):
+        if close(w, torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)):
             raise Failed("Divide by the square root of d_k, not by d_k itself.")
         raise Failed(
             "The weights should be softmax(q kᵀ / √d_k) along the last dimension."
@@ -190,18 +189,18 @@ def _judge_weights_scale(cases, outcomes):
 
 def _mask_cases():
     mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2)  # True = may attend
-    return [(_randn(4, 8, seed=4), _randn(6, 8, seed=5), mask)]
+    return [(seeded_randn(4, 8, seed=4), seeded_randn(6, 8, seed=5), mask)]
 
 
 def _judge_mask(cases, outcomes):
     for (q, k, mask), w in zip(cases, returned_values(outcomes), strict=True):
-        if _close(w, _reference_weights(q, k, mask)):
+        if close(w, _reference_weights(q, k, mask)):
             continue
         if bool((w[~mask].abs() > 1e-6).any()):
             raise Failed(
                 "Masked positions (mask == False) must get weight 0: fill their scores with -inf."
             )
-        if not _close(w.sum(-1), torch.ones(w.shape[:-1])):
+        if not close(w.sum(-1), torch.ones(w.shape[:-1])):
             raise Failed(
                 "The mask was applied after the softmax, so rows no longer sum to 1. Set masked scores to -inf *before* the softmax."
             )
@@ -211,7 +210,7 @@ def _judge_mask(cases, outcomes):
 
 
 def _permutation_cases():
-    q, k = _randn(3, 8, seed=6), _randn(5, 8, seed=7)
+    q, k = seeded_randn(3, 8, seed=6), seeded_randn(5, 8, seed=7)
     perm = torch.tensor([3, 0, 4, 1, 2])
     return [(q, k), (q, k[perm])]
 
@@ -219,7 +218,7 @@ def _permutation_cases():
 def _judge_permutation(cases, outcomes):
     w, w_perm = returned_values(outcomes)
     perm = torch.tensor([3, 0, 4, 1, 2])
-    if not _close(w_perm, w[:, perm]):
+    if not close(w_perm, w[:, perm]):
         raise Failed(
             "Reordering the keys must reorder the columns of the weights in the same way, nothing else."
         )
@@ -265,8 +264,12 @@ WEIGHTS = Exercise(
 
 def _attention_cases():
     return [
-        (_randn(4, 8), _randn(6, 8, seed=1), _randn(6, 5, seed=2)),
-        (_randn(2, 3, 16, seed=3), _randn(2, 7, 16, seed=4), _randn(2, 7, 4, seed=5)),
+        (seeded_randn(4, 8), seeded_randn(6, 8, seed=1), seeded_randn(6, 5, seed=2)),
+        (
+            seeded_randn(2, 3, 16, seed=3),
+            seeded_randn(2, 7, 16, seed=4),
+            seeded_randn(2, 7, 4, seed=5),
+        ),
     ]
 
 
@@ -287,9 +290,9 @@ def _judge_attention_shape(cases, outcomes):
 
 def _judge_attention_values(cases, outcomes):
     for (q, k, v), out in zip(cases, returned_values(outcomes), strict=True):
-        if _close(out, F.scaled_dot_product_attention(q, k, v)):
+        if close(out, F.scaled_dot_product_attention(q, k, v)):
             continue
-        if _close(out, torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v):
+        if close(out, torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v):
             raise Failed("Divide the scores by √d_k before the softmax.")
         raise Failed(
             "The output should be softmax(q kᵀ/√d_k) v; compare with F.scaled_dot_product_attention(q, k, v)."
@@ -297,18 +300,22 @@ def _judge_attention_values(cases, outcomes):
 
 
 def _attention_perm_cases():
-    q, k, v = _randn(3, 8, seed=8), _randn(5, 8, seed=9), _randn(5, 4, seed=10)
+    q, k, v = (
+        seeded_randn(3, 8, seed=8),
+        seeded_randn(5, 8, seed=9),
+        seeded_randn(5, 4, seed=10),
+    )
     perm = torch.tensor([4, 2, 0, 3, 1])
     return [(q, k, v), (q, k[perm], v[perm]), (q[[2, 0, 1]], k, v)]
 
 
 def _judge_attention_perm(cases, outcomes):
     out, out_kv, out_q = returned_values(outcomes)
-    if not _close(out_kv, out):
+    if not close(out_kv, out):
         raise Failed(
             "Reordering keys and values together must not change the output: attention treats them as a set."
         )
-    if not _close(out_q, out[[2, 0, 1]]):
+    if not close(out_q, out[[2, 0, 1]]):
         raise Failed(
             "Reordering the queries must reorder the output rows in the same way."
         )
@@ -358,7 +365,7 @@ ATTENTION = Exercise(
 
 def _additive_cases():
     g = [
-        _randn(*s, seed=i)
+        seeded_randn(*s, seed=i)
         for i, s in enumerate([(4,), (6, 3), (5, 4), (5, 3), (5,)], start=20)
     ]
     q, k, W_q, W_k, w = g
@@ -375,9 +382,9 @@ def _judge_additive(cases, outcomes):
             raise Failed(
                 f"Return one score per key: shape (N,) = ({k.shape[0]},), got {tuple(s.shape)}."
             )
-        if _close(s, _reference_additive(q, k, W_q, W_k, w)):
+        if close(s, _reference_additive(q, k, W_q, W_k, w)):
             continue
-        if _close(s, (W_q @ q + k @ W_k.T) @ w):
+        if close(s, (W_q @ q + k @ W_k.T) @ w):
             raise Failed("Apply tanh to W_q q + W_k k_i before the dot product with w.")
         raise Failed(
             "s_i = w · tanh(W_q q + W_k k_i): W_q acts on the query, W_k on each key (a row of k)."

@@ -5,20 +5,18 @@ from __future__ import annotations
 import torch
 
 from ..multihead import MultiHeadAttention, merge_heads, parameter_count, split_heads
-from .core import Check, Exercise, Failed, returned_values, unseen_check
+from .core import (
+    Check,
+    Exercise,
+    Failed,
+    close,
+    returned_values,
+    seeded_randn,
+    unseen_check,
+)
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
-
-
-def _randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _close(a, b) -> bool:
-    return a.shape == b.shape and bool(
-        torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
-    )
 
 
 # --- Exercise 1: split heads ------------------------------------------------------
@@ -26,9 +24,9 @@ def _close(a, b) -> bool:
 
 def _split_cases():
     return [
-        (_randn(2, 3, 8), 4),
-        (_randn(1, 5, 12, seed=1), 3),
-        (_randn(2, 4, 6, seed=2), 1),
+        (seeded_randn(2, 3, 8), 4),
+        (seeded_randn(1, 5, 12, seed=1), 3),
+        (seeded_randn(2, 4, 6, seed=2), 1),
     ]
 
 
@@ -36,13 +34,13 @@ def _judge_split(cases, outcomes):
     for (x, h), got in zip(cases, returned_values(outcomes), strict=True):
         B, N, D = x.shape
         want = split_heads(x, h)
-        if _close(got, want):
+        if close(got, want):
             continue
         if tuple(got.shape) == (B, N, h, D // h):
             raise Failed(
                 "You have (B, N, H, d): transpose(1, 2) to put the heads before the tokens, (B, H, N, d)."
             )
-        if tuple(got.shape) == tuple(want.shape) and _close(
+        if tuple(got.shape) == tuple(want.shape) and close(
             got, x.reshape(B, h, N, D // h)
         ):
             raise Failed(
@@ -87,16 +85,16 @@ SPLIT = Exercise(
 
 
 def _merge_cases():
-    return [(_randn(2, 4, 3, 2),), (_randn(1, 3, 5, 4, seed=1),)]
+    return [(seeded_randn(2, 4, 3, 2),), (seeded_randn(1, 3, 5, 4, seed=1),)]
 
 
 def _judge_merge(cases, outcomes):
     for (heads,), got in zip(cases, returned_values(outcomes), strict=True):
         want = merge_heads(heads)
-        if _close(got, want):
+        if close(got, want):
             continue
         B, H, N, d = heads.shape
-        if tuple(got.shape) == tuple(want.shape) and _close(
+        if tuple(got.shape) == tuple(want.shape) and close(
             got, heads.reshape(B, N, H * d)
         ):
             raise Failed(
@@ -108,12 +106,12 @@ def _judge_merge(cases, outcomes):
 
 
 def _roundtrip_cases():
-    return [(split_heads(_randn(2, 3, 8, seed=3), 4),)]
+    return [(split_heads(seeded_randn(2, 3, 8, seed=3), 4),)]
 
 
 def _judge_roundtrip(cases, outcomes):
     (got,) = returned_values(outcomes)
-    if not _close(got, merge_heads(cases[0][0])):
+    if not close(got, merge_heads(cases[0][0])):
         raise Failed("merge_heads(split_heads(x)) must give back x.")
 
 
@@ -146,11 +144,16 @@ def _reference_forward(x, W_qkv, W_o, n_heads):
 
 def _forward_cases():
     return [
-        (_randn(2, 5, 8), _randn(24, 8, seed=1) / 3, _randn(8, 8, seed=2) / 3, 2),
         (
-            _randn(1, 4, 12, seed=3),
-            _randn(36, 12, seed=4) / 3,
-            _randn(12, 12, seed=5) / 3,
+            seeded_randn(2, 5, 8),
+            seeded_randn(24, 8, seed=1) / 3,
+            seeded_randn(8, 8, seed=2) / 3,
+            2,
+        ),
+        (
+            seeded_randn(1, 4, 12, seed=3),
+            seeded_randn(36, 12, seed=4) / 3,
+            seeded_randn(12, 12, seed=5) / 3,
             4,
         ),
     ]
@@ -159,7 +162,7 @@ def _forward_cases():
 def _judge_forward(cases, outcomes):
     for (x, W_qkv, W_o, h), got in zip(cases, returned_values(outcomes), strict=True):
         want = _reference_forward(x, W_qkv, W_o, h)
-        if _close(got, want):
+        if close(got, want):
             continue
         if tuple(got.shape) != tuple(x.shape):
             raise Failed(
@@ -179,11 +182,11 @@ def _judge_forward(cases, outcomes):
             )
             @ W_o.T
         )
-        if _close(got, wrong_scale):
+        if close(got, wrong_scale):
             raise Failed(
                 "Scale the scores by 1/√d with d = D/H, the width of one head, not by 1/√D."
             )
-        if _close(got, one_head) or _close(
+        if close(got, one_head) or close(
             got, torch.softmax(q @ k.transpose(-2, -1) / D**0.5, -1) @ v @ W_o.T
         ):
             raise Failed(
@@ -286,7 +289,7 @@ COUNT = Exercise(
 
 
 def _convert_cases():
-    return [(_randn(24, 8), 2), (_randn(36, 12, seed=1), 3)]
+    return [(seeded_randn(24, 8), 2), (seeded_randn(36, 12, seed=1), 3)]
 
 
 def _reference_convert(in_proj_weight, n_heads):
@@ -297,14 +300,14 @@ def _reference_convert(in_proj_weight, n_heads):
 def _judge_convert(cases, outcomes):
     for (W, h), got in zip(cases, returned_values(outcomes), strict=True):
         want = _reference_convert(W, h)
-        if _close(got, want):
+        if close(got, want):
             continue
         D = W.shape[1]
         if tuple(got.shape) != tuple(want.shape):
             raise Failed(
                 f"Return shape (3, H, d, D) = {tuple(want.shape)}: [q/k/v, head, output feature, input feature]."
             )
-        if _close(got, W.view(h, 3, D // h, D).transpose(0, 1)):
+        if close(got, W.view(h, 3, D // h, D).transpose(0, 1)):
             raise Failed(
                 "torch stacks all query rows first, then all key rows, then all value rows: split into q, k, v first, then into heads."
             )

@@ -16,28 +16,20 @@ import torch
 
 from ..block import MLP, Block, BlockConfig
 from ..norms import layer_norm as _layer_norm
-from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
+from .core import (
+    PROPERTY,
+    Check,
+    Exercise,
+    Failed,
+    close,
+    each_value,
+    returned_values,
+    seeded_randn,
+    unseen_check,
+)
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
-
-
-def _randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _close(a, b) -> bool:
-    return a.shape == b.shape and bool(
-        torch.allclose(a.double(), b.double(), atol=1e-5, rtol=1e-4)
-    )
-
-
-def _each(cases, outcomes):
-    """(case, returned tensor) in order, failing at the first outcome that raised:
-    a later case's error does not hide an earlier case's targeted hint."""
-    for case, outcome in zip(cases, outcomes, strict=True):
-        (value,) = returned_values([outcome])
-        yield case, value
 
 
 # --- Exercise 1: LayerNorm from scratch -----------------------------------------------
@@ -52,19 +44,29 @@ def _normalised(x, eps, dims=(-1,), unbiased=False, eps_outside=False):
 
 
 def _ln_cases():
-    x = _randn(2, 3, 8)
+    x = seeded_randn(2, 3, 8)
     x[0, 1] = 3.0  # a constant token: its output is β
     return [
-        (x, 1 + _randn(8, seed=1) / 2, _randn(8, seed=2), 1e-5),
-        (3 * _randn(4, 5, seed=3) + 2, _randn(5, seed=4), _randn(5, seed=5), 0.5),
-        (_randn(2, 2, 3, 4, seed=6), _randn(4, seed=7), _randn(4, seed=8), 0.1),
+        (x, 1 + seeded_randn(8, seed=1) / 2, seeded_randn(8, seed=2), 1e-5),
+        (
+            3 * seeded_randn(4, 5, seed=3) + 2,
+            seeded_randn(5, seed=4),
+            seeded_randn(5, seed=5),
+            0.5,
+        ),
+        (
+            seeded_randn(2, 2, 3, 4, seed=6),
+            seeded_randn(4, seed=7),
+            seeded_randn(4, seed=8),
+            0.1,
+        ),
     ]
 
 
 def _judge_ln(cases, outcomes):
-    for (x, gamma, beta, eps), got in _each(cases, outcomes):
+    for (x, gamma, beta, eps), got in each_value(cases, outcomes):
         want = _layer_norm(x, gamma, beta, eps)
-        if _close(got, want):
+        if close(got, want):
             continue
         if got.shape != x.shape:
             raise Failed(
@@ -75,30 +77,30 @@ def _judge_ln(cases, outcomes):
             return x_hat * gamma + beta
 
         x_hat = _normalised(x, eps)
-        if _close(got, affine(_normalised(x, eps, unbiased=True))):
+        if close(got, affine(_normalised(x, eps, unbiased=True))):
             raise Failed(
                 "Use the biased variance, the mean of (x − mean)² over the D features (1/D): "
                 "x.var(dim=-1, unbiased=False). torch's x.var() divides by D − 1."
             )
-        if _close(got, affine(_normalised(x, eps, eps_outside=True))):
+        if close(got, affine(_normalised(x, eps, eps_outside=True))):
             raise Failed(
                 "Add ε to the variance, inside the square root: (x − mean) / √(var + ε), "
                 "not (x − mean) / (√var + ε)."
             )
         other_axes = [(d,) for d in range(x.dim() - 1)]
         other_axes += [tuple(range(x.dim() - 1)), tuple(range(x.dim()))]
-        if any(_close(got, affine(_normalised(x, eps, dims))) for dims in other_axes):
+        if any(close(got, affine(_normalised(x, eps, dims))) for dims in other_axes):
             raise Failed(
                 "Normalise each token over its own D features (dim=-1), not over the "
                 "tokens or the batch: that would be BatchNorm's statistics."
             )
-        if _close(got, x_hat):
+        if close(got, x_hat):
             raise Failed("Apply the learned gain and shift: γ ⊙ x̂ + β.")
-        if _close(got, x_hat * gamma):
+        if close(got, x_hat * gamma):
             raise Failed("Add β after scaling by γ: γ ⊙ x̂ + β.")
-        if _close(got, x_hat + beta):
+        if close(got, x_hat + beta):
             raise Failed("Multiply by γ before adding β: γ ⊙ x̂ + β.")
-        if _close(got, x_hat * beta + gamma) or _close(got, (x_hat + beta) * gamma):
+        if close(got, x_hat * beta + gamma) or close(got, (x_hat + beta) * gamma):
             raise Failed(
                 "γ (gamma) multiplies x̂ and β (beta) is added after: γ ⊙ x̂ + β."
             )
@@ -111,13 +113,13 @@ def _judge_ln(cases, outcomes):
 def _standard_cases():
     ones, zeros = torch.ones(6), torch.zeros(6)
     return [
-        (5 * _randn(3, 4, 6, seed=9) - 1, ones, zeros, 1e-5),
-        (_randn(7, 6, seed=10) + torch.arange(6.0), ones, zeros, 1e-5),
+        (5 * seeded_randn(3, 4, 6, seed=9) - 1, ones, zeros, 1e-5),
+        (seeded_randn(7, 6, seed=10) + torch.arange(6.0), ones, zeros, 1e-5),
     ]
 
 
 def _judge_standard(cases, outcomes):
-    for (x, *_), got in _each(cases, outcomes):
+    for (x, *_), got in each_value(cases, outcomes):
         if got.shape != x.shape:
             raise Failed(f"The output has the input's shape {tuple(x.shape)}.")
         mean, var = got.mean(-1), got.var(-1, unbiased=False)
@@ -132,11 +134,11 @@ def _judge_standard(cases, outcomes):
 
 
 def _token_cases():
-    x = _randn(2, 5, 6, seed=11)
+    x = seeded_randn(2, 5, 6, seed=11)
     changed = x.clone()
-    changed[:, 1:] = _randn(2, 4, 6, seed=12) * 10
-    changed[1] = _randn(5, 6, seed=13)
-    gamma, beta = _randn(6, seed=14), _randn(6, seed=15)
+    changed[:, 1:] = seeded_randn(2, 4, 6, seed=12) * 10
+    changed[1] = seeded_randn(5, 6, seed=13)
+    gamma, beta = seeded_randn(6, seed=14), seeded_randn(6, seed=15)
     return [(x, gamma, beta, 1e-5), (changed, gamma, beta, 1e-5)]
 
 
@@ -144,7 +146,7 @@ def _judge_token(cases, outcomes):
     first, changed = returned_values(outcomes)
     if first.shape != cases[0][0].shape or changed.shape != first.shape:
         raise Failed("The output has the input's shape (..., D).")
-    if not _close(first[0, 0], changed[0, 0]):
+    if not close(first[0, 0], changed[0, 0]):
         raise Failed(
             "A token's output must depend on that token's features only: changing "
             "the other tokens, or the other sequences in the batch, must not change "
@@ -211,7 +213,7 @@ def _mlp_weights(D, d_mlp, g=None, seed=0):
     def draw(*shape, k):
         if g is not None:
             return torch.randn(*shape, generator=g)
-        return _randn(*shape, seed=seed + k)
+        return seeded_randn(*shape, seed=seed + k)
 
     return (
         draw(d_mlp, D, k=0) / D**0.5,
@@ -223,9 +225,9 @@ def _mlp_weights(D, d_mlp, g=None, seed=0):
 
 def _mlp_cases():
     return [
-        (_randn(3, 4, seed=20), *_mlp_weights(4, 4, seed=21)),  # d_mlp = D
-        (_randn(2, 5, 6, seed=30), *_mlp_weights(6, 24, seed=31)),
-        (_randn(1, 3, 8, seed=40), *_mlp_weights(8, 5, seed=41)),
+        (seeded_randn(3, 4, seed=20), *_mlp_weights(4, 4, seed=21)),  # d_mlp = D
+        (seeded_randn(2, 5, 6, seed=30), *_mlp_weights(6, 24, seed=31)),
+        (seeded_randn(1, 3, 8, seed=40), *_mlp_weights(8, 5, seed=41)),
     ]
 
 
@@ -240,19 +242,19 @@ def _judge_mlp(cases, outcomes):
         (got,) = returned_values([outcome])
         x, W1, b1, W2, b2 = case
         want = _reference_mlp(x, W1, b1, W2, b2)
-        if _close(got, want):
+        if close(got, want):
             continue
         if got.shape != x.shape:
             raise Failed(
                 f"The output has the input's shape (..., D) = {tuple(x.shape)}, got {tuple(got.shape)}."
             )
         hidden = x @ W1.T + b1  # (..., d_mlp)
-        if _close(got, hidden @ W2.T + b2):
+        if close(got, hidden @ W2.T + b2):
             raise Failed(
                 "Apply the ReLU to the hidden layer: without it the two linear layers "
                 "collapse into one linear map."
             )
-        if _close(got, torch.relu(hidden @ W2.T + b2)) or _close(
+        if close(got, torch.relu(hidden @ W2.T + b2)) or close(
             got, torch.relu(torch.relu(hidden) @ W2.T + b2)
         ):
             raise Failed(
@@ -260,19 +262,17 @@ def _judge_mlp(cases, outcomes):
                 "not on the output: the MLP's output (added to the residual stream) "
                 "may be negative."
             )
-        if W1.shape[0] == W1.shape[1] and _close(
-            got, torch.relu(x @ W1 + b1) @ W2 + b2
-        ):
+        if W1.shape[0] == W1.shape[1] and close(got, torch.relu(x @ W1 + b1) @ W2 + b2):
             raise Failed(
                 "W1 and W2 are stored as nn.Linear stores its weight, (out, in): "
                 "multiply by the transpose, x @ W1.T + b1."
             )
-        if _close(got, torch.nn.functional.gelu(hidden) @ W2.T + b2):
+        if close(got, torch.nn.functional.gelu(hidden) @ W2.T + b2):
             raise Failed(
                 "Use the ReLU, max(0, ·), as in the notes' Linear–ReLU–Linear; GELU is "
                 "GPT-2's choice, not this exercise's."
             )
-        if _close(got, torch.relu(x @ W1.T) @ W2.T) or _close(
+        if close(got, torch.relu(x @ W1.T) @ W2.T) or close(
             got, torch.relu(x @ W1.T + b1) @ W2.T
         ):
             raise Failed(
@@ -285,9 +285,9 @@ def _judge_mlp(cases, outcomes):
 
 
 def _mlp_token_cases():
-    x = _randn(2, 5, 6, seed=50)
+    x = seeded_randn(2, 5, 6, seed=50)
     changed = x.clone()
-    changed[:, 1:] = _randn(2, 4, 6, seed=51) * 5
+    changed[:, 1:] = seeded_randn(2, 4, 6, seed=51) * 5
     weights = _mlp_weights(6, 12, seed=52)
     return [(x, *weights), (changed, *weights)]
 
@@ -296,7 +296,7 @@ def _judge_mlp_token(cases, outcomes):
     first, changed = returned_values(outcomes)
     if first.shape != cases[0][0].shape or changed.shape != first.shape:
         raise Failed("The output has the input's shape (..., D).")
-    if not _close(first[:, 0], changed[:, 0]):
+    if not close(first[:, 0], changed[:, 0]):
         raise Failed(
             "The MLP refines each token on its own (Turner §2.2): token n's output "
             "depends on token n only. Don't sum, average or multiply across tokens."
@@ -420,10 +420,10 @@ SECOND_NORM_HINT = (
 
 
 def _judge_pre_norm(cases, outcomes):
-    for (x, params, H), got in _each(cases, outcomes):
+    for (x, params, H), got in each_value(cases, outcomes):
         with torch.no_grad():
             want = _reference_block(params, H, norm_first=True)(x)
-            if _close(got, want):
+            if close(got, want):
                 continue
             if got.shape != x.shape:
                 raise Failed(
@@ -432,7 +432,7 @@ def _judge_pre_norm(cases, outcomes):
             p = _Parts(params, H)
             norm, attn, mlp = p.norm, p.attn, p.mlp
             y = norm(x + attn(x), 1)
-            if _close(got, norm(y + mlp(y), 2)):
+            if close(got, norm(y + mlp(y), 2)):
                 raise Failed(
                     "That is the post-norm block (Add & Normalize). Pre-norm normalises "
                     "the input of each branch and adds to x itself: "
@@ -440,7 +440,7 @@ def _judge_pre_norm(cases, outcomes):
                 )
             h = norm(x, 1)
             y = h + attn(h)
-            if _close(got, norm(y, 2) + mlp(norm(y, 2))):
+            if close(got, norm(y, 2) + mlp(norm(y, 2))):
                 raise Failed(
                     "The residual adds the branch to x itself, not to its normalised "
                     "copy: x + attn(norm_1(x)), so that the residual path carries x "
@@ -452,12 +452,12 @@ def _judge_pre_norm(cases, outcomes):
                 attn(norm(x, 1)) + mlp(norm(attn(norm(x, 1)), 2)),
                 mlp(norm(y, 2)),
             ]
-            if any(_close(got, wrong) for wrong in no_residual):
+            if any(close(got, wrong) for wrong in no_residual):
                 raise Failed(RESIDUAL_HINT)
-            if _close(got, y + mlp(norm(y, 1))):
+            if close(got, y + mlp(norm(y, 1))):
                 raise Failed(SECOND_NORM_HINT)
             y2 = x + attn(norm(x, 2))
-            if _close(got, y2 + mlp(norm(y2, 1))):
+            if close(got, y2 + mlp(norm(y2, 1))):
                 raise Failed(
                     "norm_1 goes before attention, norm_2 before the MLP: you swapped them."
                 )
@@ -479,8 +479,8 @@ def _zero_branch_cases():
 
 
 def _judge_zero_branch(cases, outcomes):
-    for (x, *_), got in _each(cases, outcomes):
-        if not _close(got, x):
+    for (x, *_), got in each_value(cases, outcomes):
+        if not close(got, x):
             raise Failed(
                 "When both branches output zero, a pre-norm block must return its input "
                 "unchanged: the residual path x is never normalised (Turner §2.3)."
@@ -511,10 +511,10 @@ PRE_NORM = Exercise(
 
 
 def _judge_post_norm(cases, outcomes):
-    for (x, params, H), got in _each(cases, outcomes):
+    for (x, params, H), got in each_value(cases, outcomes):
         with torch.no_grad():
             want = _reference_block(params, H, norm_first=False)(x)
-            if _close(got, want):
+            if close(got, want):
                 continue
             if got.shape != x.shape:
                 raise Failed(
@@ -522,14 +522,14 @@ def _judge_post_norm(cases, outcomes):
                 )
             p = _Parts(params, H)
             norm, attn, mlp = p.norm, p.attn, p.mlp
-            if _close(got, _reference_block(params, H, norm_first=True)(x)):
+            if close(got, _reference_block(params, H, norm_first=True)(x)):
                 raise Failed(
                     "That is the pre-norm block. Post-norm, the original transformer's "
                     "Add & Normalize, normalises after each addition: "
                     "x = norm_1(x + attn(x)); x = norm_2(x + mlp(x))."
                 )
             y = x + norm(attn(x), 1)
-            if _close(got, y + norm(mlp(y), 2)):
+            if close(got, y + norm(mlp(y), 2)):
                 raise Failed(
                     "Normalise the sum, x + attn(x), not the branch's output alone: "
                     "Add, then Normalize."
@@ -539,12 +539,12 @@ def _judge_post_norm(cases, outcomes):
                 norm(norm(attn(x), 1) + mlp(norm(attn(x), 1)), 2),
                 norm(mlp(norm(x + attn(x), 1)), 2),
             ]
-            if any(_close(got, wrong) for wrong in no_residual):
+            if any(close(got, wrong) for wrong in no_residual):
                 raise Failed(RESIDUAL_HINT)
             y = norm(x + attn(x), 1)
-            if _close(got, norm(y + mlp(y), 1)):
+            if close(got, norm(y + mlp(y), 1)):
                 raise Failed(SECOND_NORM_HINT)
-            if _close(got, y + mlp(y)):
+            if close(got, y + mlp(y)):
                 raise Failed(
                     "Normalise after the MLP's addition too: x = norm_2(x + mlp(x))."
                 )
@@ -565,7 +565,7 @@ def _unit_norm_cases():
 
 
 def _judge_unit_norm(cases, outcomes):
-    for _, got in _each(cases, outcomes):
+    for _, got in each_value(cases, outcomes):
         mean, var = got.mean(-1), got.var(-1, unbiased=False)
         if not (
             torch.allclose(mean, torch.zeros_like(mean), atol=1e-4)

@@ -16,6 +16,8 @@ heads numbered from 0, the sign or the absolute value of the distance lost.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from ..positions import (
@@ -24,32 +26,26 @@ from ..positions import (
     position_angles,
     sinusoidal_positions,
 )
-from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
+from .core import (
+    PROPERTY,
+    Check,
+    Exercise,
+    Failed,
+    close,
+    each_value,
+    returned_values,
+    seeded_randn,
+    unseen_check,
+)
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
 
+# positions up to ~100 in float32 lose ~1e-5 in the angle: atol 1e-4
+_close = partial(close, atol=1e-4)
+
+
 BASE = 10000.0
-
-
-def _randn(*shape, seed=0, dtype=torch.float32):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(*shape, generator=g, dtype=dtype)
-
-
-def _close(a, b) -> bool:
-    # positions up to ~100 in float32 lose ~1e-5 in the angle: atol 1e-4
-    return a.shape == b.shape and bool(
-        torch.allclose(a.double(), b.double(), atol=1e-4, rtol=1e-4)
-    )
-
-
-def _each(cases, outcomes):
-    """(case, returned tensor) in order, failing at the first outcome that raised:
-    a later case's error does not hide an earlier case's targeted hint."""
-    for case, outcome in zip(cases, outcomes, strict=True):
-        (value,) = returned_values([outcome])
-        yield case, value
 
 
 def _frequencies(width: int, exponent: str = "pair") -> torch.Tensor:
@@ -93,7 +89,7 @@ def _table_cases():
 
 
 def _judge_table(cases, outcomes):
-    for (N, D), got in _each(cases, outcomes):
+    for (N, D), got in each_value(cases, outcomes):
         want = sinusoidal_positions(N, D, dtype=torch.float64)
         if _close(got, want):
             continue
@@ -166,7 +162,7 @@ def _norm_cases():
 
 
 def _judge_norms(cases, outcomes):
-    for (N, D), got in _each(cases, outcomes):
+    for (N, D), got in each_value(cases, outcomes):
         if tuple(got.shape) != (N, D):
             raise Failed(f"The table is (N, D) = {(N, D)}.")
         norms = got.double().norm(dim=-1)
@@ -179,7 +175,7 @@ def _judge_norms(cases, outcomes):
 
 
 def _judge_distance(cases, outcomes):
-    for (N, D), got in _each(cases, outcomes):
+    for (N, D), got in each_value(cases, outcomes):
         if tuple(got.shape) != (N, D):
             raise Failed(f"The table is (N, D) = {(N, D)}.")
         gram = got.double() @ got.double().T  # (N, N): PE(n) · PE(m)
@@ -235,14 +231,14 @@ def _reference_rope(x, offset):
 
 def _rope_cases():
     return [
-        (_randn(5, 4, seed=1), 0),
-        (_randn(2, 3, 6, 8, seed=2), 5),  # (B, H, N, d)
-        (_randn(2, 4, 6, seed=3, dtype=torch.float64), 17),
+        (seeded_randn(5, 4, seed=1), 0),
+        (seeded_randn(2, 3, 6, 8, seed=2), 5),  # (B, H, N, d)
+        (seeded_randn(2, 4, 6, seed=3, dtype=torch.float64), 17),
     ]
 
 
 def _judge_rope(cases, outcomes):
-    for (x, offset), got in _each(cases, outcomes):
+    for (x, offset), got in each_value(cases, outcomes):
         if not _close(got, _reference_rope(x, offset)):
             _explain_rope(x, offset, got)
 
@@ -314,11 +310,11 @@ def _random_rope(g):
 
 
 def _length_cases():
-    return [(_randn(3, 7, 8, seed=4), 0), (_randn(2, 5, 6, seed=5), 11)]
+    return [(seeded_randn(3, 7, 8, seed=4), 0), (seeded_randn(2, 5, 6, seed=5), 11)]
 
 
 def _judge_lengths(cases, outcomes):
-    for (x, _), got in _each(cases, outcomes):
+    for (x, _), got in each_value(cases, outcomes):
         if got.shape != x.shape:
             raise Failed(f"RoPE keeps the shape (..., N, d) = {tuple(x.shape)}.")
         if not torch.allclose(
@@ -331,11 +327,11 @@ def _judge_lengths(cases, outcomes):
 
 
 def _first_token_cases():
-    return [(_randn(4, 6, seed=6), 0), (_randn(2, 2, 3, 4, seed=7), 0)]
+    return [(seeded_randn(4, 6, seed=6), 0), (seeded_randn(2, 2, 3, 4, seed=7), 0)]
 
 
 def _judge_first_token(cases, outcomes):
-    for (x, _), got in _each(cases, outcomes):
+    for (x, _), got in each_value(cases, outcomes):
         if got.shape != x.shape or not _close(got[..., 0, :], x[..., 0, :]):
             raise Failed(
                 "With offset 0 the first token is at position 0: its angle is 0 and "
@@ -344,7 +340,7 @@ def _judge_first_token(cases, outcomes):
 
 
 def _shift_cases():
-    qk = _randn(2, 6, 8, seed=8)  # qk[0]: queries, qk[1]: keys
+    qk = seeded_randn(2, 6, 8, seed=8)  # qk[0]: queries, qk[1]: keys
     return [(qk, 0), (qk, 9)]
 
 
@@ -393,10 +389,18 @@ ROPE = Exercise(
 
 def _learned_cases():
     return [
-        (_randn(2, 4, 6, seed=10), _randn(10, 6, seed=11), 0),
-        (_randn(1, 3, 6, seed=12), _randn(10, 6, seed=11), 4),
-        (_randn(3, 5, 4, seed=13), _randn(8, 4, seed=14), 3),  # offset + N = max_len
-        (_randn(2, 1, 4, seed=15), _randn(8, 4, seed=14), 7),  # one token, the last row
+        (seeded_randn(2, 4, 6, seed=10), seeded_randn(10, 6, seed=11), 0),
+        (seeded_randn(1, 3, 6, seed=12), seeded_randn(10, 6, seed=11), 4),
+        (
+            seeded_randn(3, 5, 4, seed=13),
+            seeded_randn(8, 4, seed=14),
+            3,
+        ),  # offset + N = max_len
+        (
+            seeded_randn(2, 1, 4, seed=15),
+            seeded_randn(8, 4, seed=14),
+            7,
+        ),  # one token, the last row
     ]
 
 
@@ -465,11 +469,11 @@ def _random_learned(g):
 
 
 def _too_long_cases():
-    table = _randn(5, 4, seed=16)
+    table = seeded_randn(5, 4, seed=16)
     return [
-        (_randn(1, 3, 4, seed=17), table, 3),  # positions 3, 4, 5: two rows left
-        (_randn(2, 3, 4, seed=18), table, 4),  # one row left: it would broadcast
-        (_randn(1, 6, 4, seed=19), table, 0),  # longer than the table
+        (seeded_randn(1, 3, 4, seed=17), table, 3),  # positions 3, 4, 5: two rows left
+        (seeded_randn(2, 3, 4, seed=18), table, 4),  # one row left: it would broadcast
+        (seeded_randn(1, 6, 4, seed=19), table, 0),  # longer than the table
     ]
 
 
@@ -487,7 +491,7 @@ def _judge_too_long(cases, outcomes):
 
 
 def _chunk_cases():
-    x, table = _randn(2, 7, 5, seed=20), _randn(9, 5, seed=21)
+    x, table = seeded_randn(2, 7, 5, seed=20), seeded_randn(9, 5, seed=21)
     return [(x, table, 0), (x[:, 4:].clone(), table, 4)]
 
 
@@ -541,20 +545,20 @@ def _reference_scores(
 def _scores_cases():
     return [
         (
-            _randn(3, 4, seed=30),
-            _randn(5, 4, seed=31),
+            seeded_randn(3, 4, seed=30),
+            seeded_randn(5, 4, seed=31),
             torch.tensor([0, 2, 7]),
             torch.arange(5),
         ),
         (
-            _randn(4, 8, seed=32),
-            _randn(2, 8, seed=33),
+            seeded_randn(4, 8, seed=32),
+            seeded_randn(2, 8, seed=33),
             torch.tensor([10, 3, 3, 25]),
             torch.tensor([4, 30]),
         ),
         (
-            _randn(2, 6, seed=34, dtype=torch.float64),
-            _randn(3, 6, seed=35, dtype=torch.float64),
+            seeded_randn(2, 6, seed=34, dtype=torch.float64),
+            seeded_randn(3, 6, seed=35, dtype=torch.float64),
             torch.tensor([1, 40]),
             torch.tensor([0, 41, 2]),
         ),
@@ -562,7 +566,7 @@ def _scores_cases():
 
 
 def _judge_scores(cases, outcomes):
-    for (q, k, pq, pk), got in _each(cases, outcomes):
+    for (q, k, pq, pk), got in each_value(cases, outcomes):
         if not _close(got, _reference_scores(q, k, pq, pk)):
             _explain_scores(q, k, pq, pk, got)
 
@@ -636,7 +640,7 @@ def _random_scores(g):
 
 
 def _relative_cases():
-    q, k = _randn(4, 8, seed=36), _randn(3, 8, seed=37)
+    q, k = seeded_randn(4, 8, seed=36), seeded_randn(3, 8, seed=37)
     pq, pk = torch.tensor([0, 5, 9, 2]), torch.tensor([1, 7, 3])
     return [(q, k, pq, pk), (q, k, pq + 13, pk + 13), (q, k, pq + 40, pk + 40)]
 
@@ -655,12 +659,12 @@ def _judge_relative(cases, outcomes):
 
 
 def _same_position_cases():
-    q, k = _randn(3, 6, seed=38), _randn(4, 6, seed=39)
+    q, k = seeded_randn(3, 6, seed=38), seeded_randn(4, 6, seed=39)
     return [(q, k, torch.full((3,), 8), torch.full((4,), 8))]
 
 
 def _judge_same_position(cases, outcomes):
-    for (q, k, _, _), got in _each(cases, outcomes):
+    for (q, k, _, _), got in each_value(cases, outcomes):
         if not _close(got, q.double() @ k.double().T):
             raise Failed(
                 "A query and a key at the same position are turned by the same "
@@ -710,7 +714,7 @@ def _alibi_cases():
 
 
 def _judge_alibi(cases, outcomes):
-    for (H, N), got in _each(cases, outcomes):
+    for (H, N), got in each_value(cases, outcomes):
         want = alibi_bias(N, H, dtype=torch.float64)
         if _close(got, want):
             continue
@@ -771,7 +775,7 @@ def _diagonal_cases():
 
 
 def _judge_diagonal(cases, outcomes):
-    for (H, N), got in _each(cases, outcomes):
+    for (H, N), got in each_value(cases, outcomes):
         if tuple(got.shape) != (H, N, N):
             raise Failed(f"The bias is (H, N, N) = {(H, N, N)}.")
         diagonal = got.diagonal(dim1=-2, dim2=-1)

@@ -20,16 +20,31 @@ mask, the cache ignored, no 1/√d, the caches returned cut short.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from ..attention import causal_mask, masked_softmax, scaled_dot_product_attention
 from ..kv_cache import LayerCache
-from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
+from .core import (
+    PROPERTY,
+    Check,
+    Exercise,
+    Failed,
+    close,
+    each_value,
+    returned_values,
+    seeded_randn,
+    unseen_check,
+)
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "NOTES_SCORES", "QUIZZES", "next_token_distribution"]
+
+# a NaN where the reference has one counts as equal (masked rows)
+_close = partial(close, equal_nan=True)
+
 
 NEG_INF = float("-inf")
 
@@ -42,24 +57,6 @@ NOTES_SCORES = torch.tensor(
         [0.1, 0.3, 0.3, 0.3],
     ]
 )
-
-
-def _randn(*shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-def _close(a, b, atol=1e-5) -> bool:
-    return a.shape == b.shape and bool(
-        torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4, equal_nan=True)
-    )
-
-
-def _each(cases, outcomes):
-    """(case, returned tensor) in order, failing at the first outcome that raised:
-    a later case's error does not hide an earlier case's targeted hint."""
-    for case, outcome in zip(cases, outcomes, strict=True):
-        (value,) = returned_values([outcome])
-        yield case, value
 
 
 # --- Exercise 1: the causal mask -----------------------------------------------------
@@ -79,13 +76,13 @@ def causal_weights(scores: torch.Tensor) -> torch.Tensor:
 
 
 def _mask_cases():
-    s = 3 * _randn(2, 3, 5, 5, seed=1)
+    s = 3 * seeded_randn(2, 3, 5, 5, seed=1)
     s[..., 0, 1:] += 4.0  # the future scores high: every mistake shows
     return [
         (NOTES_SCORES.clone(),),
         (s,),
-        (2 * _randn(6, 6, seed=2),),
-        (_randn(1, 1, 1, seed=3),),  # one token: it attends to itself only
+        (2 * seeded_randn(6, 6, seed=2),),
+        (seeded_randn(1, 1, 1, seed=3),),  # one token: it attends to itself only
         # scores of exactly 0 below the diagonal: a mask made from the scores
         # (scores.tril() == 0) would hide them
         (torch.zeros(2, 5, 5),),
@@ -98,7 +95,7 @@ def _mask_cases():
 
 
 def _judge_mask(cases, outcomes):
-    for (scores,), got in _each(cases, outcomes):
+    for (scores,), got in each_value(cases, outcomes):
         want = causal_weights(scores)
         if _close(got, want):
             continue
@@ -188,10 +185,10 @@ def _random_mask(g):
 
 
 def _future_cases():
-    s = _randn(2, 7, 7, seed=4)
+    s = seeded_randn(2, 7, 7, seed=4)
     changed = s.clone()
     future = torch.ones(7, 7, dtype=torch.bool).triu(1)
-    changed[:, future] = 10 * _randn(2, int(future.sum()), seed=5)
+    changed[:, future] = 10 * seeded_randn(2, int(future.sum()), seed=5)
     return [(s,), (changed,)]
 
 
@@ -209,7 +206,7 @@ def _judge_future(cases, outcomes):
 
 
 def _judge_rows(cases, outcomes):
-    for (scores,), got in _each(cases, outcomes):
+    for (scores,), got in each_value(cases, outcomes):
         if got.shape != scores.shape:
             raise Failed("The weights have the scores' shape (..., N, N).")
         sums = got.double().sum(-1)
@@ -282,9 +279,9 @@ def _ids(B, N, V, seed):
 
 def _loss_cases():
     return [
-        (2 * _randn(2, 5, 7, seed=10), _ids(2, 5, 7, seed=11)),
-        (3 * _randn(3, 4, 65, seed=12), _ids(3, 4, 65, seed=13)),
-        (_randn(1, 2, 3, seed=14), _ids(1, 2, 3, seed=15)),
+        (2 * seeded_randn(2, 5, 7, seed=10), _ids(2, 5, 7, seed=11)),
+        (3 * seeded_randn(3, 4, 65, seed=12), _ids(3, 4, 65, seed=13)),
+        (seeded_randn(1, 2, 3, seed=14), _ids(1, 2, 3, seed=15)),
     ]
 
 
@@ -369,9 +366,11 @@ def _judge_uniform(cases, outcomes):
 
 
 def _ignored_cases():
-    logits, ids = 2 * _randn(2, 6, 9, seed=18), _ids(2, 6, 9, seed=19)
+    logits, ids = 2 * seeded_randn(2, 6, 9, seed=18), _ids(2, 6, 9, seed=19)
     last = logits.clone()
-    last[:, -1] = 10 * _randn(2, 9, seed=20)  # predicts a token beyond the sequence
+    last[:, -1] = 10 * seeded_randn(
+        2, 9, seed=20
+    )  # predicts a token beyond the sequence
     first = ids.clone()
     first[:, 0] = (ids[:, 0] + 1) % 9  # never a target
     return [(logits, ids), (last, ids), (logits, first)]
@@ -431,14 +430,14 @@ def _kept(logits, k):
 
 
 def _probs_cases():
-    a, b = 2 * _randn(3, 10, seed=30), 3 * _randn(4, 65, seed=31)
+    a, b = 2 * seeded_randn(3, 10, seed=30), 3 * seeded_randn(4, 65, seed=31)
     return [
         (a, 1.0, None),
         (a, 0.5, 3),
         (b, 2.0, 5),
         (b, 0.8, None),
-        (_randn(2, 6, seed=32), 1.5, 6),  # k = V: nothing removed
-        (_randn(2, 8, seed=33), 0.7, 1),
+        (seeded_randn(2, 6, seed=32), 1.5, 6),  # k = V: nothing removed
+        (seeded_randn(2, 8, seed=33), 0.7, 1),
     ]
 
 
@@ -514,7 +513,7 @@ def _random_probs(g):
 
 
 def _judge_support(cases, outcomes):
-    for (logits, _, k), got in _each(cases, outcomes):
+    for (logits, _, k), got in each_value(cases, outcomes):
         if got.shape != logits.shape:
             raise Failed("Return the probabilities (B, V).")
         sums = got.double().sum(-1)
@@ -528,12 +527,12 @@ def _judge_support(cases, outcomes):
 
 
 def _greedy_cases():
-    logits = 4 * _randn(5, 12, seed=34)
+    logits = 4 * seeded_randn(5, 12, seed=34)
     return [(logits, 0.1, 1), (logits, 3.0, 1)]
 
 
 def _judge_greedy(cases, outcomes):
-    for (logits, _, _), got in _each(cases, outcomes):
+    for (logits, _, _), got in each_value(cases, outcomes):
         want = F.one_hot(logits.argmax(-1), logits.shape[-1]).double()
         if not _close(got, want):
             raise Failed(

@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 COURSE_PACKAGE = "transformer_course"
+#: The error of an outcome whose call hit the stub's own ``raise NotImplementedError``.
+NOT_ATTEMPTED = "NotAttempted"
 
 #: Size limits on what a learner's function may return (per call).
 LIMITS = {"elements": 1_000_000, "items": 10_000, "string": 100_000, "depth": 20}
@@ -592,7 +594,8 @@ def call_cases(
 
     An outcome has ``value`` (plain data, see :func:`to_plain`), ``error`` (the
     exception's class name, or ``"ForbiddenUse"``, ``"CoursePackageUsed"``,
-    ``"ResultTooLarge"``), ``message`` and ``mutated`` (indices of the arguments
+    ``"ResultTooLarge"``, ``"NotAttempted"``: the function's own ``raise
+    NotImplementedError``, the stub), ``message`` and ``mutated`` (indices of the arguments
     the call changed in place). Inputs are deep-copied before every call.
     """
     course = uses_course_package(function)
@@ -626,9 +629,10 @@ def call_cases(
                 with watch.profiled():
                     value = function(*args)
         except NotImplementedError as err:
-            if not (watch.hits or watch.course):
-                outcomes.append(_outcome(error="NotImplementedError", message=err))
+            if not (watch.hits or watch.course) and _raised_by_the_stub(err, function):
+                outcomes.append(_outcome(error=NOT_ATTEMPTED, message=err))
                 continue
+            error = err  # from inside torch or a helper: the learner's bug
         except Exception as err:  # the learner's bug, reported as a hint
             error = err
         if watch.course:  # reached at run time (``__import__`` of a computed name)
@@ -679,6 +683,19 @@ def call_cases(
             continue
         outcomes.append(_outcome(value=plain, mutated=mutated, value_type=value_type))
     return outcomes
+
+
+def _raised_by_the_stub(err: NotImplementedError, function) -> bool:
+    """Whether the function's own code raised ``err``, as the stub does ("not
+    attempted"); one raised deeper down (a torch function not implemented on
+    this device, an earlier exercise still a stub) is reported as an error."""
+    code = getattr(function, "__code__", None)
+    innermost = err.__traceback__
+    if code is None or innermost is None:
+        return True
+    while innermost.tb_next is not None:
+        innermost = innermost.tb_next
+    return innermost.tb_frame.f_code is code
 
 
 def _snapshot() -> dict:
