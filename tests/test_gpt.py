@@ -498,3 +498,63 @@ def test_a_few_steps_of_fit_learn_a_repeated_text():
         f"expected the validation loss to halve from {before:.2f}, "
         f"got {history.val_losses[-1]:.2f}"
     )
+
+
+# --- the cross-entropy of a whole text ---------------------------------------------
+
+
+def brute_force_cross_entropy(model, ids):
+    """−ln p(ids[n] | up to block_size tokens before it), one forward pass per target."""
+    nll = [
+        -F.log_softmax(model(ids[None, max(0, n - BLOCK) : n])[0, -1], dim=-1)[ids[n]]
+        for n in range(1, len(ids))
+    ]
+    return torch.stack(nll).mean().item()
+
+
+@pytest.mark.parametrize("T", [2, 5, BLOCK + 1, BLOCK + 2, 3 * BLOCK + 5])
+@pytest.mark.parametrize("batch_size", [1, 64])
+def test_sequence_cross_entropy_with_stride_1_scores_each_token_with_full_context(
+    T, batch_size
+):
+    model = tiny("rope")
+    ids = token_ids(1, T, seed=T)[0]
+    got = tc.sequence_cross_entropy(model, ids, stride=1, batch_size=batch_size)
+    assert got == pytest.approx(brute_force_cross_entropy(model, ids), rel=1e-12)
+
+
+def test_sequence_cross_entropy_without_overlap_is_consecutive_windows():
+    """stride = block_size: windows 0..8, 8..16, ... then one that ends at the
+    last target and scores only the targets left."""
+    model = tiny("learned")
+    T = 4 * BLOCK + 3  # 34 targets: 4 whole windows, then 2 left over
+    ids = token_ids(1, T, seed=2)[0]
+
+    def nll(start, end):  # −ln p of targets start+1 .. end, from window start..end-1
+        logits = model(ids[None, start:end])[0]  # (end − start, V)
+        return F.cross_entropy(logits, ids[start + 1 : end + 1], reduction="none")
+
+    windows = [nll(s, s + BLOCK) for s in range(0, 4 * BLOCK, BLOCK)]
+    last = nll(T - 1 - BLOCK, T - 1)[-2:]  # targets 33 and 34 only
+    want = torch.cat([*windows, last])
+    assert want.shape == (T - 1,)
+    got = tc.sequence_cross_entropy(model, ids, stride=BLOCK)
+    assert got == pytest.approx(want.mean().item(), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("ids", "stride", "message"),
+    [
+        (
+            torch.zeros(2, 5, dtype=torch.long),
+            None,
+            r"ids: expected shape \(T\), got \(2, 5\)",
+        ),
+        (torch.zeros(1, dtype=torch.long), None, "at least 2 tokens"),
+        (torch.zeros(9, dtype=torch.long), 0, "stride: expected an int in 1..8"),
+        (torch.zeros(9, dtype=torch.long), BLOCK + 1, "got 9"),
+    ],
+)
+def test_sequence_cross_entropy_errors(ids, stride, message):
+    with pytest.raises((ValueError, tc.ShapeError), match=message):
+        tc.sequence_cross_entropy(tiny(), ids, stride=stride)

@@ -47,7 +47,7 @@ from .attention import (
 )
 from .block import MLP, Block, BlockConfig, BlockStack
 from .data import Digits, load_digits, load_text, split_ids, window_batches
-from .gpt import GPT, GPTConfig, generate, sample_next
+from .gpt import GPT, GPTConfig, generate, sample_next, sequence_cross_entropy
 from .kv_cache import KVCache, LayerCache
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norms import LayerNorm, RMSNorm, batch_norm_tokens, layer_norm, rms_norm
@@ -154,6 +154,7 @@ __all__ = [
     "sample_next",
     "scaled_dot_product_attention",
     "seed_everything",
+    "sequence_cross_entropy",
     "setup",
     "show_source",
     "sinusoidal_positions",

@@ -35,7 +35,7 @@ from .kv_cache import KVCache
 from .positions import LearnedPositions, SinusoidalPositions
 from .shapes import ShapeError, expect_shape
 
-__all__ = ["GPT", "GPTConfig", "generate", "sample_next"]
+__all__ = ["GPT", "GPTConfig", "generate", "sample_next", "sequence_cross_entropy"]
 
 POSITIONS = ("learned", "none", "rope", "sinusoidal")
 
@@ -263,3 +263,51 @@ def generate(
     finally:
         model.train(was_training)
     return ids
+
+
+@torch.no_grad()
+def sequence_cross_entropy(
+    model: GPT, ids: torch.Tensor, stride: int | None = None, batch_size: int = 64
+) -> float:
+    """Chapter 6: the mean of −ln p(w_n | w_{<n}) over a whole text ids (T,), in nats.
+
+    Every token after the first is predicted once, from the ``block_size``
+    tokens before it at most: windows of ``block_size + 1`` tokens start
+    every ``stride`` tokens (default: half the context), and each scores
+    only the targets the previous window did not, so every target but those
+    of the first window sees at least ``block_size − stride`` tokens of
+    context. This is the number to set beside an n-gram model's
+    :meth:`~transformer_course.ngram.NGramModel.cross_entropy` on the same
+    ids; the mean over random windows (``tc.evaluate``) also counts targets
+    near a window's start, which see little context.
+    """
+    expect_shape(ids, "T", "ids")
+    context = model.config.block_size
+    stride = context // 2 if stride is None else stride
+    if not isinstance(stride, int) or not 1 <= stride <= context:
+        raise ValueError(f"stride: expected an int in 1..{context}, got {stride!r}")
+    T = ids.shape[0]
+    if T < 2:
+        raise ShapeError(f"ids: expected at least 2 tokens to score, got T = {T}")
+    starts = list(range(0, max(T - 1 - context, 0) + 1, stride))
+    if starts[-1] + context < T - 1:
+        starts.append(T - 1 - context)  # the last window ends at the last target
+    was_training = model.training
+    model.eval()
+    total, scored_up_to = 0.0, 0  # targets ids[1 .. scored_up_to] are done
+    try:
+        for first in range(0, len(starts), batch_size):
+            group = starts[first : first + batch_size]
+            length = min(context, T - 1)
+            rows = torch.stack([ids[s : s + length + 1] for s in group])  # (b, L+1)
+            logits = model(rows[:, :-1])  # (b, L, V)
+            nll = F.cross_entropy(
+                logits.transpose(1, 2), rows[:, 1:], reduction="none"
+            )  # (b, L): −ln p of target s + 1 + j
+            for row, start in zip(nll, group, strict=True):
+                new = start + length - scored_up_to  # targets not scored before
+                total += float(row[length - new :].double().sum())
+                scored_up_to = start + length
+    finally:
+        model.train(was_training)
+    return total / (T - 1)
