@@ -69,15 +69,26 @@ def test_batch_norm_tokens_equals_torch_batch_norm(seed, affine):
 @pytest.mark.parametrize(
     ("ours", "reference"),
     [
-        (lambda: tc.LayerNorm(8, eps=1e-4), lambda: nn.LayerNorm(8, eps=1e-4)),
-        (lambda: tc.LayerNorm(8, bias=False), lambda: nn.LayerNorm(8, bias=False)),
-        (lambda: tc.RMSNorm(8, eps=1e-4), lambda: nn.RMSNorm(8, eps=1e-4)),
+        (
+            lambda fused: tc.LayerNorm(8, eps=1e-4, fused=fused),
+            lambda: nn.LayerNorm(8, eps=1e-4),
+        ),
+        (
+            lambda fused: tc.LayerNorm(8, bias=False, fused=fused),
+            lambda: nn.LayerNorm(8, bias=False),
+        ),
+        (
+            lambda fused: tc.RMSNorm(8, eps=1e-4, fused=fused),
+            lambda: nn.RMSNorm(8, eps=1e-4),
+        ),
     ],
     ids=["layer", "layer-no-bias", "rms"],
 )
-def test_modules_load_torch_state_dicts_and_agree(ours, reference):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "written-out"])
+def test_modules_load_torch_state_dicts_and_agree(ours, reference, fused):
+    """Both paths of the modules: torch's fused kernel and the equation step by step."""
     torch.manual_seed(0)
-    ours, reference = ours().double(), reference().double()
+    ours, reference = ours(fused).double(), reference().double()
     with torch.no_grad():
         for p in reference.parameters():
             p.normal_()

@@ -22,6 +22,7 @@ dimensions, e.g. (B, N, D), with D the model width.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .shapes import expect_shape
@@ -137,44 +138,63 @@ class LayerNorm(nn.Module):
     ``forward`` maps (..., D) to (..., D). The parameters start at γ = 1, β = 0
     and carry the names of ``nn.LayerNorm``'s, so state dicts load either way.
 
+    By default it calls torch's fused kernel, ``F.layer_norm``, which computes
+    exactly :func:`layer_norm` (tested in float64, values and gradients) in one
+    pass over the tokens instead of seven: the written-out version's separate
+    operations and their saved intermediates made a training step of the
+    chapter-6 GPT 7–23 % slower (``benchmarks/gpt_speed.py``).
+    ``fused=False`` runs the written-out equation.
+
     Args:
         d_model: D, the width of the tokens it normalises.
         eps: ε.
         bias: learn β; without it the layer only rescales (nanoGPT's option).
+        fused: use ``F.layer_norm``; False: :func:`layer_norm`, step by step.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5, bias: bool = True):
+    def __init__(
+        self, d_model: int, eps: float = 1e-5, bias: bool = True, fused: bool = True
+    ):
         super().__init__()
-        self.d_model, self.eps = d_model, eps
+        self.d_model, self.eps, self.fused = d_model, eps, fused
         self.weight = nn.Parameter(torch.ones(d_model))  # γ
         self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None  # β
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         expect_shape(x, "... D", "x", D=self.d_model)
+        if self.fused:
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         return layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.d_model}, eps={self.eps}, bias={self.bias is not None}"
+        fused = "" if self.fused else ", fused=False"
+        return f"{self.d_model}, eps={self.eps}, bias={self.bias is not None}{fused}"
 
 
 class RMSNorm(nn.Module):
     """Chapter 4: :func:`rms_norm` with a learned gain γ (``weight``), started at 1.
 
     ``forward`` maps (..., D) to (..., D); the state dict matches ``nn.RMSNorm``'s.
+    Like :class:`LayerNorm` it calls torch's fused kernel (``F.rms_norm``), equal
+    to :func:`rms_norm`, unless ``fused=False``.
 
     Args:
         d_model: D.
         eps: ε.
+        fused: use ``F.rms_norm``; False: :func:`rms_norm`, step by step.
     """
 
-    def __init__(self, d_model: int, eps: float = 1e-5):
+    def __init__(self, d_model: int, eps: float = 1e-5, fused: bool = True):
         super().__init__()
-        self.d_model, self.eps = d_model, eps
+        self.d_model, self.eps, self.fused = d_model, eps, fused
         self.weight = nn.Parameter(torch.ones(d_model))  # γ
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         expect_shape(x, "... D", "x", D=self.d_model)
+        if self.fused:
+            return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
         return rms_norm(x, self.weight, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.d_model}, eps={self.eps}"
+        fused = "" if self.fused else ", fused=False"
+        return f"{self.d_model}, eps={self.eps}{fused}"
