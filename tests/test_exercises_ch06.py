@@ -504,8 +504,10 @@ def test_checks_leave_the_global_random_state_alone():
 # --- the notebook and the grader agree (as tests/test_agreement.py, chapter 6) ---
 
 CHAPTER_6 = {
-    # honest, written another way: an additive mask of −inf above the diagonal
+    # honest, written another way: an additive mask of −inf above the diagonal,
+    # in a cell that first looks at the course's mask (hidden while grading)
     "causal_attention_weights": (
+        "print(tc.causal_mask(4, 4))  # what the course's mask looks like\n"
         "def causal_attention_weights(scores):\n"
         "    N = scores.shape[-1]\n"
         "    M = torch.full((N, N), float('-inf')).triu(1)\n"
@@ -655,3 +657,40 @@ def test_a_tensor_subclass_that_lies_to_allclose_earns_nothing():
         exercise, namespace_from([source_code])[exercise.function]
     )
     assert report.score == 0
+
+
+@pytest.mark.parametrize(
+    ("key", "source_code"),
+    [
+        (
+            "causal_attention_weights",
+            "_ALLOWED = torch.ones(8, 8, dtype=torch.bool).tril()\n"
+            "def causal_attention_weights(scores):\n"
+            "    N = scores.shape[-1]\n"
+            "    allowed = _ALLOWED[:N, :N]\n"
+            "    return torch.softmax(scores.masked_fill(~allowed, float('-inf')), -1)\n",
+        ),
+        (
+            "attend_with_cache",
+            "_ALLOWED = torch.ones(12, 12, dtype=torch.bool).tril()\n"
+            "def attend_with_cache(q, k, v, k_cache, v_cache, length):\n"
+            "    N, d = q.shape[-2:]\n    end = length + N\n"
+            "    k_cache, v_cache = k_cache.clone(), v_cache.clone()\n"
+            "    k_cache[:, :, length:end] = k\n    v_cache[:, :, length:end] = v\n"
+            "    s = q @ k_cache[:, :, :end].transpose(-2, -1) / d**0.5\n"
+            "    s = s.masked_fill(~_ALLOWED[length:end, :end], float('-inf'))\n"
+            "    return torch.softmax(s, -1) @ v_cache[:, :, :end], k_cache, v_cache\n",
+        ),
+    ],
+    ids=["mask-of-8", "cache-of-12"],
+)
+def test_answers_that_only_work_at_the_fixed_sizes_lose_the_unseen_check(
+    key, source_code
+):
+    """The red team's answers with a hard-coded size: the unseen inputs are longer."""
+    exercise = EXERCISES[key]
+    for _ in range(3):  # unseen inputs are drawn afresh each time
+        report = core.run_exercise(
+            exercise, namespace_from([source_code])[exercise.function]
+        )
+        assert report.score == 0, [(r.name, r.passed) for r in report.results]

@@ -278,7 +278,7 @@ def test_a_layer_norm_written_out_is_allowed():
         return centred / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
 
     outcome = one(honest, forbidden=("layer_norm",))
-    assert outcome["error"] is None
+    assert outcome["error"] is None, outcome["message"]
     torch.testing.assert_close(outcome["value"], F.layer_norm(X, (3,)))
 
 
@@ -349,7 +349,7 @@ def test_honest_code_is_not_mistaken_for_switching_the_watch_off():
         return (centred * torch.rsqrt(var.double() + 1e-5)).float()
 
     outcome = one(honest, forbidden=("layer_norm",))
-    assert outcome["error"] is None
+    assert outcome["error"] is None, outcome["message"]
     torch.testing.assert_close(outcome["value"], F.layer_norm(X, (3,)))
 
 
@@ -463,3 +463,71 @@ def test_a_tensor_subclass_cannot_fool_the_judges_or_the_limits():
     too_big = one(lambda x: torch.zeros(10**7).as_subclass(_Liar))
     assert too_big["error"] == "ResultTooLarge"
     assert to_plain([torch.ones(2).as_subclass(_Liar)])[0].__class__ is torch.Tensor
+
+
+def _in_a_child(call):
+    """(error, message) of ``call()``'s outcome, run in a forked child, as each
+    graded job is: a cheat that destroys torch's libraries damages only it."""
+    import json
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            outcome = call()
+            os.write(write, json.dumps([outcome["error"], outcome["message"]]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    return tuple(json.loads(text))
+
+
+def _learner(source: str):
+    """A function as a notebook cell defines it: in a ``__main__`` namespace."""
+    namespace = {"__name__": "__main__"}
+    exec(source, namespace)
+    return namespace["answer"]
+
+
+SWITCH_OFF = (
+    "import gc, torch\n"
+    "from torch.utils._python_dispatch import _disable_current_modes\n"
+    "{decorator}\n"
+    "def answer(x):\n"
+    "    for thing in {objects}:\n"
+    "        if isinstance(thing, torch.library.Library):\n"
+    "            thing._destroy()\n"
+    "    with torch._C.DisableTorchFunction(), _disable_current_modes():\n"
+    "        return torch.layer_norm(x, (3,))\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("decorator", "objects"),
+    [
+        ("@torch.no_grad()", "gc.get_objects()"),  # a library wrapper around it
+        ("", "__import__('functools').partial(gc.get_objects)()"),  # through a partial
+    ],
+    ids=["decorated", "partial"],
+)
+def test_switching_the_watch_off_behind_a_decorator_or_a_partial_is_forbidden(
+    decorator, objects
+):
+    cheat = _learner(SWITCH_OFF.format(decorator=decorator, objects=objects))
+    error, message = _in_a_child(lambda: one(cheat, forbidden=("layer_norm",)))
+    assert error == "ForbiddenUse"
+    assert "switch off" in message
+    honest = _learner(
+        "import torch\n"
+        "@torch.no_grad()\n"
+        "def answer(x):\n"
+        "    mean = x.mean(-1, keepdim=True)\n"
+        "    return (x - mean) / ((x - mean).pow(2).mean(-1, keepdim=True) + 1e-5).sqrt()\n"
+    )
+    outcome = one(honest, forbidden=("layer_norm",))
+    assert outcome["error"] is None, outcome["message"]
+    torch.testing.assert_close(outcome["value"], F.layer_norm(X, (3,)))

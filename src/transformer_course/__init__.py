@@ -19,6 +19,7 @@ lives in one module, roughly one per chapter:
 ``positions``     sinusoidal, learned, rotary (RoPE) and ALiBi positions (chapter 5)
 ``kv_cache``      keys and values of earlier tokens, for generation (chapter 6)
 ``gpt``           a GPT: causal language model, sampling, generation (chapter 6)
+``vit``           a vision transformer: patches, class token, attention rollout (chapter 7)
 ``train``         the training loop and its checkpoints (chapters 4, 6, 7)
 ``diagrams``      schematic figures of the attention equations (chapters 2, 3)
 ================  ====================================================================
@@ -83,6 +84,7 @@ from .tokens import (
     unpatchify,
 )
 from .train import History, TrainConfig, fit, learning_rate
+from .vit import PatchEmbedding, ViT, ViTConfig, attention_rollout
 from .word_vectors import (
     cooccurrence,
     cosine_similarity_matrix,
@@ -111,12 +113,15 @@ __all__ = [
     "LayerNorm",
     "LearnedPositions",
     "MultiHeadAttention",
+    "PatchEmbedding",
     "RMSNorm",
     "RotaryEmbedding",
     "SelfAttention",
     "ShapeError",
     "SinusoidalPositions",
     "TrainConfig",
+    "ViT",
+    "ViTConfig",
     "WordTokenizer",
     "additive_scores",
     "alibi_bias",
@@ -124,6 +129,7 @@ __all__ = [
     "apply_rotary",
     "apply_rotary_complex",
     "attention_heatmap",
+    "attention_rollout",
     "attention_weights",
     "average_columns",
     "average_rows",

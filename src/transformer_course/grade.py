@@ -48,8 +48,9 @@ from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 
 __all__ = ["ExerciseGrade", "NotebookGrade", "grade_notebook", "main"]
 
-#: Stands in for the exercise notebooks' locked setup cell, without the course
-#: package: the same names (sys, plt, torch, F, device), seeded the same way.
+#: Stands in for the exercise notebooks' locked setup cell: the same names (sys,
+#: plt, torch, F, tc, device), seeded the same way, with the course package's
+#: stand-in for tc (calling anything from it raises: it holds the answers).
 PREAMBLE = """\
 import sys
 import matplotlib
@@ -57,6 +58,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
+import transformer_course as tc  # the sandbox's stand-in: every call raises
 import random
 import numpy
 random.seed(0)

@@ -181,6 +181,8 @@ def _random_mask(g):
         scores = scale * torch.randn(*lead.tolist(), N, N, generator=g)
         scores[torch.rand(scores.shape, generator=g) < 0.2] = 0.0  # exact zeros
         cases.append((scores,))
+    N = int(torch.randint(17, 49, (), generator=g))  # longer than any fixed case
+    cases.append((2 * torch.randn(N, N, generator=g),))
     return cases
 
 
@@ -344,6 +346,10 @@ def _random_loss(g):
         V = int(torch.randint(2, 70, (), generator=g))
         logits = 3 * torch.randn(B, N, V, generator=g)
         cases.append((logits, torch.randint(V, (B, N), generator=g)))
+    N = int(torch.randint(30, 65, (), generator=g))  # a long window
+    cases.append(
+        (3 * torch.randn(2, N, 65, generator=g), torch.randint(65, (2, N), generator=g))
+    )
     return cases
 
 
@@ -732,6 +738,12 @@ def _random_cache(g):
         L = int(torch.randint(0, 6, (), generator=g))
         max_len = L + N + int(torch.randint(1, 4, (), generator=g))
         cases.append(_cache_case(B, H, N, d, max_len, L, g, garbage=len(cases) == 1))
+    # a long cache, far past the fixed cases' sizes
+    N, L = (
+        int(torch.randint(1, 5, (), generator=g)),
+        int(torch.randint(20, 61, (), generator=g)),
+    )
+    cases.append(_cache_case(1, 2, N, 4, L + N + 3, L, g))
     return cases
 
 

@@ -19,9 +19,11 @@ as a script (:func:`main`), see :mod:`transformer_course.grade`.
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import copy
+import functools
 import importlib
 import json
 import math
@@ -267,6 +269,8 @@ class _Watch:
     def _python_hit(self, frame, event, arg) -> str | None:
         """The forbidden key a profiled call matches, or "escape"."""
         if event == "c_call":
+            while isinstance(arg, functools.partial):  # partial(gc.get_objects)()
+                arg = arg.func
             name, caller = getattr(arg, "__name__", ""), frame
             callee_module = ""
         elif event == "call":
@@ -381,6 +385,16 @@ def _unwrap(obj: object) -> list:
     return found
 
 
+def _learner_namespace(function: object) -> dict | None:
+    """The namespace the learner's code runs in: the globals of the functions
+    behind ``function`` that belong to ``__main__`` (a notebook's, the
+    grader's shell), not to a library decorator wrapped around them."""
+    functions = [f for f in _unwrap(function) if isinstance(f, types.FunctionType)]
+    mains = [f for f in functions if f.__globals__.get("__name__") == "__main__"]
+    chosen = mains or functions
+    return chosen[0].__globals__ if chosen else None
+
+
 def _from_course(obj: object) -> bool:
     """True for the course package, its modules, and anything defined in them."""
     try:
@@ -398,12 +412,13 @@ def uses_course_package(function: Callable) -> list[str]:
 
     Looks through partials, bound methods, decorators and callable instances,
     and follows the learner's own helpers (functions defined in the same
-    namespace as the first function found; library code is not read). ``tc``
+    namespace, ``__main__``; library code is not read). ``tc``
     counts even where it is not defined (in the grader's sandbox).
     """
     found: list[str] = []
     seen: set[int] = set()
-    home: list[dict] = []  # the learner's namespace, once known
+    learner = _learner_namespace(function)
+    home: list[dict] = [] if learner is None else [learner]  # the learner's namespace
 
     def visit(obj: object) -> None:
         for fn in _unwrap(obj):
@@ -606,10 +621,7 @@ def call_cases(
         )
         return [_outcome(error="CoursePackageUsed", message=message) for _ in cases]
     watch = _Watch(forbidden)
-    watch.home = next(
-        (f.__globals__ for f in _unwrap(function) if isinstance(f, types.FunctionType)),
-        None,
-    )
+    watch.home = _learner_namespace(function)
     if forbidden and not _intact():  # what only the watch refuses needs it intact
         message = forbidden_message("escape")
         return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
@@ -744,9 +756,7 @@ class _Hidden:
         return _Hidden(f"{self._name}.{attribute}")
 
     def __call__(self, *args, **kwargs):
-        raise ModuleNotFoundError(
-            f"{self._name}: the course package is hidden while grading"
-        )
+        raise ModuleNotFoundError(f"{self._name}: {HIDDEN_WHILE_GRADING}")
 
 
 class _HideCoursePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -897,6 +907,37 @@ def last_line(path: Path) -> str:
     return complete[-1] if complete else "start"
 
 
+HIDDEN_WHILE_GRADING = "the course package is hidden while grading"
+
+
+def _run_cell(run, namespace: dict, source: str) -> str | None:
+    """Run a learner's cell as the notebook ran it; None or "ErrorName: message".
+
+    The notebook has the course package (``tc``) and the sandbox hides it, so a
+    cell that also looks at it (``print(tc.causal_mask(4, 4))`` above a
+    ``def``) would stop here before its definitions, though it ran in the
+    notebook. Such a cell runs one top-level statement at a time, passing over
+    the statements that need the hidden package; any other error stops it, as
+    in a kernel. Cells that do not mention the package run whole (magics and
+    all).
+    """
+    if COURSE_PACKAGE not in source and "tc." not in source:
+        return run(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # IPython syntax (magics): the cell as a whole
+        return run(source)
+    for statement in tree.body:
+        code = compile(ast.Module([statement], type_ignores=[]), "<cell>", "exec")
+        try:
+            exec(code, namespace)
+        except Exception as err:
+            if HIDDEN_WHILE_GRADING in str(err):
+                continue  # it looked at the course package: worked in the notebook
+            return f"{type(err).__name__}: {_message(err)}"
+    return None
+
+
 def _child(plan: dict, job: dict, cases: list, work: Path) -> int:
     """In the forked child: the preamble, the learner's cells, the calls."""
     os.chdir(work)
@@ -907,7 +948,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path) -> int:
     errors = []
     for index, source in job["cells"]:
         progress.write(f"cell {index}\n")
-        error = run(source)
+        error = _run_cell(run, namespace, source)
         if error is not None:
             errors.append([index, error[:300]])
     progress.write("call\n")

@@ -1,0 +1,106 @@
+"""Test accuracy of tc.ViT on scikit-learn's digits, against kNN and an SVM.
+
+The course's fixed stratified split (``tc.load_digits()``: 1,437 training and
+360 test images, 8×8, one channel). The ViT is trained with the course's loop
+``tc.fit`` on the training images only, for a fixed number of steps (no early
+stopping on the test set), with seeds 0, 1 and 2; the baselines are fitted in
+the same run on the same pixels, their hyperparameters chosen by 5-fold
+cross-validation on the training images alone (issue 14). Goal: the ViT's mean
+test accuracy at or above the better baseline, with at most 60 s of training
+per seed on 2 CPU cores.
+
+    python benchmarks/vit_digits.py           # 3 seeds, about 3 minutes
+    python benchmarks/vit_digits.py --quick   # a few steps, a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from dataclasses import replace
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
+
+import torch
+
+import transformer_course as tc
+from transformer_course.vit import DIGITS, train_on_digits
+
+SECONDS_PER_SEED = 60
+
+
+def baselines(digits: tc.Digits) -> dict[str, tuple[float, str]]:
+    """Test accuracy of kNN and an RBF SVM, each tuned by 5-fold CV on train."""
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.svm import SVC
+
+    x_train = digits.x_train.flatten(1).numpy()  # (1437, 64) pixels
+    x_test = digits.x_test.flatten(1).numpy()
+    y_train, y_test = digits.y_train.numpy(), digits.y_test.numpy()
+    searches = {
+        "kNN": GridSearchCV(
+            KNeighborsClassifier(), {"n_neighbors": [1, 3, 5, 7], "weights": ["uniform", "distance"]}, cv=5
+        ),
+        "SVM (RBF)": GridSearchCV(
+            SVC(), {"C": [1, 3, 10, 30], "gamma": ["scale", 0.5, 1.0, 2.0]}, cv=5
+        ),
+    }
+    results = {}
+    for name, search in searches.items():
+        search.fit(x_train, y_train)
+        accuracy = float((search.predict(x_test) == y_test).mean())
+        results[name] = (accuracy, str(search.best_params_))
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few steps, one seed")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1 if args.quick else args.threads)
+    digits = tc.load_digits()
+    run = DIGITS
+    if args.quick:
+        run = replace(run, train={**run.train, "steps": 3, "warmup_steps": 1})
+    seeds = range(1 if args.quick else args.seeds)
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); digits "
+        f"{len(digits.y_train)} train / {len(digits.y_test)} test; ViT {run.model}, "
+        f"{run.train['steps']} steps"
+    )
+    accuracies, seconds = [], []
+    for seed in seeds:
+        start = time.perf_counter()
+        model = train_on_digits(digits, run, seed=seed)
+        seconds.append(time.perf_counter() - start)
+        with torch.no_grad():
+            predicted = model.eval()(digits.x_test).argmax(-1)
+        accuracies.append((predicted == digits.y_test).float().mean().item())
+        print(f"seed {seed}: test accuracy {accuracies[-1]:.2%} in {seconds[-1]:.0f} s")
+    mean = statistics.mean(accuracies)
+    spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
+    print(
+        f"ViT: mean {mean:.2%} ± {spread:.2%} (sd over {len(accuracies)} seeds), "
+        f"{max(seconds):.0f} s of training per seed at most"
+    )
+    results = baselines(digits)
+    for name, (accuracy, params) in results.items():
+        print(f"{name}: {accuracy:.2%} (chosen by 5-fold CV on train: {params})")
+    best_name = max(results, key=lambda n: results[n][0])
+    best = results[best_name][0]
+    verdict = "PASS" if mean >= best and max(seconds) <= SECONDS_PER_SEED else "FAIL"
+    print(
+        f"ViT mean {mean:.2%} vs best baseline ({best_name}) {best:.2%}: ratio "
+        f"{mean / best:.4f}; {verdict} against the goal of >= 1 within "
+        f"{SECONDS_PER_SEED} s per seed"
+    )
+    return mean, results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,424 @@
+"""Chapter 7, Vision transformers: the chapter-4 block, trained on images.
+
+A ViT reads an image as a sequence of patches (Turner §1.1, fig. 2;
+Dosovitskiy et al. 2021):
+
+    images (B, C, H, W) -> patches (B, N, C·p·p)            chapter 1's patchify
+                        -> tokens W p_n (B, N, D)           PatchEmbedding
+                        -> [x_0; tokens] + e_n (B, T, D)    class token, positions
+                        -> M pre-norm blocks, no mask, final norm (B, T, D)
+                        -> pooled h (B, D) -> logits (B, classes)
+
+with N = (H/p)·(W/p) patches and T = N + 1 tokens with a class token, N
+without. Turner's footnote 19 writes the input token as x_n = W p_n + e_n:
+a linear map of the vectorised patch plus a learned position embedding.
+Two ways to pool the final tokens into one vector for the softmax head
+(Turner §4.2): the final representation of a learned class token x_0 that
+attends to every patch ("cls"), or the mean of the patch tokens ("mean").
+
+The blocks are exactly the GPT's (:class:`~transformer_course.block.Block`);
+only the causal mask is gone: every patch may attend to every other.
+:meth:`ViT.attention_maps` returns each block's attention weights and
+:func:`attention_rollout` combines them across blocks (Abnar & Zuidema 2020).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .block import BlockConfig, BlockStack
+from .data import Digits
+from .positions import LearnedPositions
+from .shapes import ShapeError, expect_shape
+from .tokens import patchify
+from .train import History, TrainConfig, cross_entropy_loss, fit, tensor_batches
+
+__all__ = [
+    "DIGITS",
+    "DigitsRun",
+    "PatchEmbedding",
+    "ViT",
+    "ViTConfig",
+    "attention_rollout",
+    "digit_batches",
+    "random_shifts",
+    "train_on_digits",
+]
+
+POOLS = ("cls", "mean")
+
+
+def _expect_positive_int(value: object, name: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+
+
+@dataclass
+class ViTConfig:
+    """Chapter 7: everything that defines a :class:`ViT`, in one place."""
+
+    image_size: int = 8  # H = W, in pixels (the digits are 8×8)
+    patch_size: int = 2  # p: each token is a p×p patch, so N = (H/p)² tokens
+    in_channels: int = 1  # C: 1 for grey levels, 3 for RGB
+    n_classes: int = 10  # the head's outputs
+    n_layers: int = 4  # M, the number of blocks
+    n_heads: int = 4  # H
+    d_model: int = 64  # D
+    d_mlp: int | None = None  # the MLP's hidden width; None: 4·D
+    dropout: float = 0.0  # on the tokens, attention and both branches, in training
+    pool: Literal["cls", "mean"] = "cls"  # class token x_0, or the mean of patches
+    positions: bool = True  # learned position embeddings e_n (footnote 19)
+    norm: Literal["layer", "rms"] = "layer"  # the blocks' and the final norm
+
+    def __post_init__(self):
+        for name in ("image_size", "patch_size", "in_channels", "n_classes"):
+            _expect_positive_int(getattr(self, name), name)
+        _expect_positive_int(self.n_layers, "n_layers")
+        if self.image_size % self.patch_size:
+            raise ValueError(
+                f"patch_size: expected a divisor of image_size {self.image_size}, "
+                f"got {self.patch_size}"
+            )
+        if self.pool not in POOLS:
+            raise ValueError(f"pool: expected one of {list(POOLS)}, got {self.pool!r}")
+        if not isinstance(self.positions, bool):
+            raise ValueError(
+                f"positions: expected True or False, got {self.positions!r}"
+            )
+        if self.norm not in ("layer", "rms"):
+            raise ValueError(f"norm: expected 'layer' or 'rms', got {self.norm!r}")
+        self.block_config()  # checks d_model, n_heads, d_mlp, dropout
+
+    @property
+    def n_patches(self) -> int:
+        """N = (H/p)², the number of patch tokens."""
+        return (self.image_size // self.patch_size) ** 2
+
+    @property
+    def n_tokens(self) -> int:
+        """T, the sequence the blocks read: N patches, plus the class token."""
+        return self.n_patches + (self.pool == "cls")
+
+    def block_config(self) -> BlockConfig:
+        """The chapter-4 :class:`BlockConfig` of every block (the GPT's kind)."""
+        return BlockConfig(
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_mlp=self.d_mlp,
+            dropout=self.dropout,
+            norm=self.norm,
+        )
+
+
+class PatchEmbedding(nn.Module):
+    """Chapter 7: images (B, C, H, W) -> patch tokens (B, N, D), x_n = W p_n + b.
+
+    Cut into p×p patches (chapter 1's :func:`~transformer_course.tokens.patchify`,
+    each flattened as (C, p, p)), then one linear map shared by every patch.
+    That is a convolution with kernel p and stride p: ``as_conv2d()`` returns
+    the ``nn.Conv2d`` with the same weights, and the two agree (tested).
+
+    Args:
+        image_size: H = W.
+        patch_size: p, a divisor of ``image_size``.
+        in_channels: C.
+        d_model: D.
+    """
+
+    def __init__(
+        self, image_size: int, patch_size: int, in_channels: int, d_model: int
+    ):
+        super().__init__()
+        for name, value in [
+            ("image_size", image_size),
+            ("patch_size", patch_size),
+            ("in_channels", in_channels),
+            ("d_model", d_model),
+        ]:
+            _expect_positive_int(value, name)
+        if image_size % patch_size:
+            raise ValueError(
+                f"patch_size: expected a divisor of image_size {image_size}, "
+                f"got {patch_size}"
+            )
+        self.image_size, self.patch_size = image_size, patch_size
+        self.in_channels, self.d_model = in_channels, d_model
+        self.proj = nn.Linear(in_channels * patch_size**2, d_model)  # W: C·p·p -> D
+
+    @property
+    def n_patches(self) -> int:
+        return (self.image_size // self.patch_size) ** 2
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """images (B, C, H, W) -> (B, N, D), patches numbered row by row."""
+        size, C = self.image_size, self.in_channels
+        if images.dim() == 3 and C == 1:
+            raise ShapeError(
+                f"images: expected shape (B, C, H, W) = (B, 1, {size}, {size}), got "
+                f"{tuple(images.shape)}: add the channel axis, images.unsqueeze(1)"
+            )
+        expect_shape(images, "B C H W", "images", C=C, H=size, W=size)
+        patches = patchify(images, self.patch_size)  # (B, N, C·p·p)
+        return self.proj(patches)  # (B, N, D)
+
+    def as_conv2d(self) -> nn.Conv2d:
+        """The same map as an ``nn.Conv2d(C, D, kernel_size=p, stride=p)``."""
+        p, C, D = self.patch_size, self.in_channels, self.d_model
+        conv = nn.Conv2d(C, D, kernel_size=p, stride=p)
+        conv = conv.to(self.proj.weight.device, self.proj.weight.dtype)
+        with torch.no_grad():
+            # a row of W is one output's weights over a (C, p, p) patch
+            conv.weight.copy_(self.proj.weight.reshape(D, C, p, p))  # (D, C, p, p)
+            conv.bias.copy_(self.proj.bias)
+        return conv
+
+    def extra_repr(self) -> str:
+        return (
+            f"image_size={self.image_size}, patch_size={self.patch_size}, "
+            f"in_channels={self.in_channels}, d_model={self.d_model}"
+        )
+
+
+class ViT(nn.Module):
+    """Chapter 7: a vision transformer, images (B, C, H, W) -> class logits (B, classes).
+
+    Args:
+        config: a :class:`ViTConfig`.
+
+    Submodules: ``patch_embedding`` (:class:`PatchEmbedding`); ``class_token``
+    (1, 1, D), the learned x_0, with ``pool="cls"`` only; ``positions``, a
+    learned table e_n for the T tokens (None with ``positions=False``);
+    ``blocks``, a chapter-4 :class:`BlockStack` with a final norm; ``head``,
+    D -> classes.
+    """
+
+    def __init__(self, config: ViTConfig):
+        super().__init__()
+        c = self.config = config
+        self.patch_embedding = PatchEmbedding(
+            c.image_size, c.patch_size, c.in_channels, c.d_model
+        )
+        self.class_token = (
+            nn.Parameter(torch.zeros(1, 1, c.d_model)) if c.pool == "cls" else None
+        )
+        self.positions = (
+            LearnedPositions(c.n_tokens, c.d_model) if c.positions else None
+        )
+        self.dropout = nn.Dropout(c.dropout)
+        self.blocks = BlockStack(c.block_config(), c.n_layers)
+        self.head = nn.Linear(c.d_model, c.n_classes)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """N(0, 0.02) weights and zero biases, the residual writers scaled by
+        1/√(2M) as in the GPT; a zero head, so every class starts equally likely."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
+        for block in self.blocks.blocks:
+            nn.init.normal_(block.attn.out_proj.weight, std=residual_std)
+            nn.init.normal_(block.mlp.down_proj.weight, std=residual_std)
+        nn.init.zeros_(self.head.weight)
+        if self.class_token is not None:
+            nn.init.normal_(self.class_token, std=0.02)
+
+    def tokens(self, images: torch.Tensor) -> torch.Tensor:
+        """The blocks' input: images (B, C, H, W) -> (B, T, D), x_n = W p_n + e_n.
+
+        With a class token, x_0 comes first (T = N + 1); the position table
+        has a row for it too.
+        """
+        x = self.patch_embedding(images)  # (B, N, D)
+        if self.class_token is not None:
+            x_0 = self.class_token.expand(x.shape[0], -1, -1)  # (B, 1, D)
+            x = torch.cat([x_0, x], dim=1)  # (B, N + 1, D)
+        if self.positions is not None:
+            x = self.positions(x)  # + e_n, (B, T, D)
+        return self.dropout(x)
+
+    def features(self, images: torch.Tensor) -> torch.Tensor:
+        """The final representation of every token: (B, T, D), after the final norm."""
+        return self.blocks(self.tokens(images))  # no mask: every token sees all
+
+    def pool(self, features: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, D): the class token's row, or the mean of the patches."""
+        expect_shape(features, "B T D", "features", T=self.config.n_tokens)
+        if self.config.pool == "cls":
+            return features[:, 0]  # (B, D): x_0's final representation
+        return features.mean(dim=1)  # (B, D): h = (1/N) Σ_n x_n
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """images (B, C, H, W) -> logits (B, classes)."""
+        return self.head(self.pool(self.features(images)))  # (B, classes)
+
+    @torch.no_grad()
+    def attention_maps(self, images: torch.Tensor) -> list[torch.Tensor]:
+        """Every block's attention weights on ``images``: M tensors (B, H, T, T).
+
+        Row t of head h in block m: how token t spreads its attention over the
+        T tokens (it sums to 1). With a class token, row 0 shows what the
+        class token reads from each patch.
+        """
+        x = self.tokens(images)  # (B, T, D)
+        maps = []
+        for block in self.blocks.blocks:
+            maps.append(block.attention_weights(x))  # (B, H, T, T)
+            x = block(x)  # (B, T, D)
+        return maps
+
+    def parameter_count(self) -> dict[str, int]:
+        """Parameters by part, and their total."""
+
+        def count(module: nn.Module | None) -> int:
+            return sum(p.numel() for p in module.parameters()) if module else 0
+
+        counts = {
+            "patch embedding": count(self.patch_embedding),
+            "class token": 0 if self.class_token is None else self.class_token.numel(),
+            "positions": count(self.positions),
+            "blocks": count(self.blocks.blocks),
+            "final norm": count(self.blocks.final_norm),
+            "head": count(self.head),
+        }
+        counts["total"] = sum(counts.values())
+        return counts
+
+
+def attention_rollout(maps: list[torch.Tensor], residual: bool = True) -> torch.Tensor:
+    """Chapter 7: attention rolled out across blocks (Abnar & Zuidema 2020): (B, T, T).
+
+    Each block's weights (B, H, T, T) are averaged over the heads; with
+    ``residual`` the skip connection is counted as attention to oneself,
+    A' = (A + I)/2; then the blocks are chained, R = A'_M ··· A'_2 A'_1.
+    Row t of R says how much each input token contributes to token t's final
+    representation, if contributions simply multiply along the paths; every
+    row sums to 1.
+
+    Args:
+        maps: M tensors (B, H, T, T), first block first
+            (:meth:`ViT.attention_maps`).
+        residual: count the skip connection (the usual choice).
+    """
+    if not maps:
+        raise ValueError("maps: expected the weights of at least one block, got none")
+    rollout = None
+    for m, weights in enumerate(maps):
+        expect_shape(weights, "B H T T", f"maps[{m}]")
+        if m and weights.shape[::2] != maps[0].shape[::2]:  # (B, T) of every block
+            raise ShapeError(
+                f"maps[{m}]: expected shape (B, H, T, T) with B, T = "
+                f"{maps[0].shape[0]}, {maps[0].shape[-1]} like maps[0], got "
+                f"{tuple(weights.shape)}"
+            )
+        mean = weights.mean(dim=1)  # (B, T, T): the heads averaged
+        if residual:
+            eye = torch.eye(mean.shape[-1], dtype=mean.dtype, device=mean.device)
+            mean = (mean + eye) / 2  # (B, T, T), rows still sum to 1
+        rollout = mean if rollout is None else mean @ rollout  # (B, T, T)
+    return rollout
+
+
+def random_shifts(
+    images: torch.Tensor, max_shift: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Chapter 7: each image moved by up to ``max_shift`` pixels each way: (B, C, H, W).
+
+    A shift (dy, dx), each drawn uniformly from −max_shift … max_shift, per
+    image; pixels moved in from outside are 0 (the digits' background). The
+    data augmentation of chapter 7: a digit moved by a pixel is the same digit,
+    which a CNN's convolutions know from their structure and a ViT must learn.
+    """
+    dims = expect_shape(images, "B C H W", "images")
+    if not isinstance(max_shift, int) or isinstance(max_shift, bool) or max_shift < 0:
+        raise ValueError(f"max_shift: expected an int ≥ 0, got {max_shift!r}")
+    if max_shift == 0:
+        return images
+    B, C, H, W, s = dims["B"], dims["C"], dims["H"], dims["W"], max_shift
+    padded = F.pad(images, (s, s, s, s))  # (B, C, H + 2s, W + 2s), zeros around
+    shifts = torch.randint(0, 2 * s + 1, (2, B), generator=generator)  # (2, B)
+    dy, dx = shifts.to(images.device)  # (B,) each: the crop's top-left corner
+    arange = partial(torch.arange, device=images.device)
+    rows = (dy[:, None] + arange(H))[:, None, :, None]  # (B, 1, H, 1)
+    cols = (dx[:, None] + arange(W))[:, None, None, :]  # (B, 1, 1, W)
+    batch, channel = arange(B)[:, None, None, None], arange(C)[None, :, None, None]
+    return padded[batch, channel, rows, cols]  # (B, C, H, W)
+
+
+def digit_batches(digits: Digits, batch_size: int, max_shift: int = 1, seed: int = 0):
+    """Chapter 7: ``get_batch(split, step)`` over the digits, for :func:`~transformer_course.train.fit`.
+
+    ``"train"``: ``batch_size`` training images drawn without replacement,
+    each moved by :func:`random_shifts`; ``"val"``: the whole test split,
+    unshifted, in order, for the curves (one batch: ``eval_batches=1``). The
+    test images only watch training: no choice is made from them. A batch
+    depends on (seed, split, step) alone, so a resumed run sees the same data.
+    """
+    train = tensor_batches(
+        {"train": (digits.x_train, digits.y_train)}, batch_size, seed
+    )
+    test = (digits.x_test, digits.y_test)
+
+    def get_batch(split: str, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if split == "val":
+            return test
+        images, labels = train(split, step)  # (b, 1, 8, 8), (b,)
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        return random_shifts(images, max_shift, generator), labels
+
+    return get_batch
+
+
+@dataclass(frozen=True)
+class DigitsRun:
+    """Chapter 7: a named ViT training run on the digits: the model and the loop."""
+
+    model: dict[str, Any]  # ViTConfig fields
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields
+    max_shift: int = 1  # random_shifts of the training images, in pixels
+
+
+#: The course's ViT for the digits (chapter 7, benchmarks/vit_digits.py).
+DIGITS = DigitsRun(
+    model={"patch_size": 2, "d_model": 64, "n_layers": 4, "n_heads": 4, "pool": "cls"},
+    train={
+        "steps": 1500,
+        "batch_size": 128,
+        "lr": 1e-3,
+        "warmup_steps": 100,
+        "weight_decay": 0.05,
+        "eval_every": 100,
+        "eval_batches": 1,
+    },
+)
+
+
+def train_on_digits(
+    digits: Digits,
+    run: DigitsRun = DIGITS,
+    seed: int = 0,
+    device: torch.device | str | None = "cpu",
+    progress: bool = False,
+    **model_changes: Any,
+) -> tuple[ViT, History]:
+    """Chapter 7: train a :class:`ViT` on the digits with the course's loop; (model, history).
+
+    ``model_changes`` override fields of ``run.model`` (the chapter's
+    ablations: ``pool``, ``patch_size``, ``positions``). The history's
+    validation losses are those of the test split (see :func:`digit_batches`).
+    """
+    torch.manual_seed(seed)
+    model = ViT(ViTConfig(**{**run.model, **model_changes}))
+    config = TrainConfig(**{**run.train, "seed": seed, "device": device})
+    batches = digit_batches(digits, config.batch_size, run.max_shift, seed)
+    history = fit(model, batches, cross_entropy_loss, config, progress=progress)
+    return model.eval(), history
