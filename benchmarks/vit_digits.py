@@ -42,7 +42,9 @@ def baselines(digits: tc.Digits) -> dict[str, tuple[float, str]]:
     y_train, y_test = digits.y_train.numpy(), digits.y_test.numpy()
     searches = {
         "kNN": GridSearchCV(
-            KNeighborsClassifier(), {"n_neighbors": [1, 3, 5, 7], "weights": ["uniform", "distance"]}, cv=5
+            KNeighborsClassifier(),
+            {"n_neighbors": [1, 3, 5, 7], "weights": ["uniform", "distance"]},
+            cv=5,
         ),
         "SVM (RBF)": GridSearchCV(
             SVC(), {"C": [1, 3, 10, 30], "gamma": ["scale", 0.5, 1.0, 2.0]}, cv=5
@@ -76,10 +78,10 @@ def main(argv=None):
     accuracies, seconds = [], []
     for seed in seeds:
         start = time.perf_counter()
-        model = train_on_digits(digits, run, seed=seed)
+        model, _ = train_on_digits(digits, run, seed=seed)
         seconds.append(time.perf_counter() - start)
         with torch.no_grad():
-            predicted = model.eval()(digits.x_test).argmax(-1)
+            predicted = model(digits.x_test).argmax(-1)
         accuracies.append((predicted == digits.y_test).float().mean().item())
         print(f"seed {seed}: test accuracy {accuracies[-1]:.2%} in {seconds[-1]:.0f} s")
     mean = statistics.mean(accuracies)

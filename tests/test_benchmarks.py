@@ -48,3 +48,11 @@ def test_kv_cache_benchmark_checks_the_tokens_and_prints_the_ratio():
     out = run_quick("kv_cache.py")
     assert "identical tokens: yes" in out
     assert "speed-up ratio" in out
+
+
+def test_vit_digits_benchmark_trains_and_compares_with_the_baselines():
+    out = run_quick("vit_digits.py")
+    assert "seed 0: test accuracy" in out
+    assert "kNN" in out
+    assert "SVM" in out
+    assert "best baseline" in out
