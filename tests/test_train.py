@@ -297,3 +297,23 @@ def test_bad_config_values_are_named(changes, message):
 @pytest.mark.parametrize("name", train.__all__)
 def test_every_public_object_names_its_chapter(name):
     assert "Chapter" in getattr(train, name).__doc__
+
+
+def test_label_smoothing_mixes_the_target_with_the_uniform_distribution():
+    """(1 − ε)·(−ln p_y) + ε·mean over classes of (−ln p_c), as torch defines it."""
+    from functools import partial
+
+    from transformer_course.train import cross_entropy_loss
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, 10, dtype=torch.float64)
+    targets = torch.randint(10, (6,))
+    model = nn.Identity()
+    log_p = logits.log_softmax(-1)
+    plain = -log_p[torch.arange(6), targets].mean()
+    uniform = -log_p.mean()
+    smoothed = partial(cross_entropy_loss, label_smoothing=0.1)
+    torch.testing.assert_close(cross_entropy_loss(model, (logits, targets)), plain)
+    torch.testing.assert_close(
+        smoothed(model, (logits, targets)), 0.9 * plain + 0.1 * uniform
+    )

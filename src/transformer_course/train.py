@@ -226,15 +226,27 @@ def to_device(batch: Any, device: torch.device | str) -> Any:
     return batch
 
 
-def cross_entropy_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]):
+def cross_entropy_loss(
+    model: nn.Module,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    label_smoothing: float = 0.0,
+):
     """Chapters 6, 7: mean cross-entropy of ``model(inputs)`` against integer targets.
 
     Logits (..., V) against targets (...): (B, N, V) and (B, N) for next-token
-    prediction, (B, V) and (B,) for V classes.
+    prediction, (B, V) and (B,) for V classes. With ``label_smoothing`` ε the
+    target is 1 − ε on the right class plus ε spread evenly over all V
+    (Szegedy et al. 2016; chapter 7): the model is not pushed to ever larger
+    logits for examples it already gets right. Pass it with
+    ``functools.partial(cross_entropy_loss, label_smoothing=0.1)``.
     """
     inputs, targets = batch
     logits = model(inputs)  # (..., V)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    return F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),  # (B·N, V) or (B, V)
+        targets.reshape(-1),
+        label_smoothing=label_smoothing,
+    )
 
 
 def tensor_batches(
