@@ -26,36 +26,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 import torch
 
 import transformer_course as tc
-from transformer_course.vit import DIGITS, train_on_digits
+from transformer_course.vit import DIGITS, fit_on_digits, train_on_digits
 
 SECONDS_PER_SEED = 60
-
-
-def baselines(digits: tc.Digits) -> dict[str, tuple[float, str]]:
-    """Test accuracy of kNN and an RBF SVM, each tuned by 5-fold CV on train."""
-    from sklearn.model_selection import GridSearchCV
-    from sklearn.neighbors import KNeighborsClassifier
-    from sklearn.svm import SVC
-
-    x_train = digits.x_train.flatten(1).numpy()  # (1437, 64) pixels
-    x_test = digits.x_test.flatten(1).numpy()
-    y_train, y_test = digits.y_train.numpy(), digits.y_test.numpy()
-    searches = {
-        "kNN": GridSearchCV(
-            KNeighborsClassifier(),
-            {"n_neighbors": [1, 3, 5, 7], "weights": ["uniform", "distance"]},
-            cv=5,
-        ),
-        "SVM (RBF)": GridSearchCV(
-            SVC(), {"C": [1, 3, 10, 30], "gamma": ["scale", 0.5, 1.0, 2.0]}, cv=5
-        ),
-    }
-    results = {}
-    for name, search in searches.items():
-        search.fit(x_train, y_train)
-        accuracy = float((search.predict(x_test) == y_test).mean())
-        results[name] = (accuracy, str(search.best_params_))
-    return results
 
 
 def main(argv=None):
@@ -75,24 +48,38 @@ def main(argv=None):
         f"{len(digits.y_train)} train / {len(digits.y_test)} test; ViT {run.model}, "
         f"{run.train['steps']} steps"
     )
-    accuracies, seconds = [], []
+
+    def accuracy(model):
+        with torch.no_grad():
+            return (
+                (model(digits.x_test).argmax(-1) == digits.y_test).float().mean().item()
+            )
+
+    accuracies, seconds, cnn = [], [], []
     for seed in seeds:
         start = time.perf_counter()
         model, _ = train_on_digits(digits, run, seed=seed)
         seconds.append(time.perf_counter() - start)
-        with torch.no_grad():
-            predicted = model(digits.x_test).argmax(-1)
-        accuracies.append((predicted == digits.y_test).float().mean().item())
-        print(f"seed {seed}: test accuracy {accuracies[-1]:.2%} in {seconds[-1]:.0f} s")
+        accuracies.append(accuracy(model))
+        torch.manual_seed(seed)
+        small_cnn = tc.SmallCNN()
+        fit_on_digits(small_cnn, digits, run, seed=seed)  # the same loop and steps
+        cnn.append(accuracy(small_cnn))
+        print(
+            f"seed {seed}: test accuracy {accuracies[-1]:.2%} in {seconds[-1]:.0f} s "
+            f"(small CNN, same training: {cnn[-1]:.2%})"
+        )
     mean = statistics.mean(accuracies)
     spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
     print(
         f"ViT: mean {mean:.2%} ± {spread:.2%} (sd over {len(accuracies)} seeds), "
         f"{max(seconds):.0f} s of training per seed at most"
     )
-    results = baselines(digits)
-    for name, (accuracy, params) in results.items():
-        print(f"{name}: {accuracy:.2%} (chosen by 5-fold CV on train: {params})")
+    cnn_spread = statistics.stdev(cnn) if len(cnn) > 1 else 0.0
+    print(f"small CNN: mean {statistics.mean(cnn):.2%} ± {cnn_spread:.2%}")
+    results = tc.knn_and_svm(digits)
+    for name, (value, params) in results.items():
+        print(f"{name}: {value:.2%} (chosen by 5-fold CV on train: {params})")
     best_name = max(results, key=lambda n: results[n][0])
     best = results[best_name][0]
     verdict = "PASS" if mean >= best and max(seconds) <= SECONDS_PER_SEED else "FAIL"

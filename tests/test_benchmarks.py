@@ -56,3 +56,9 @@ def test_vit_digits_benchmark_trains_and_compares_with_the_baselines():
     assert "kNN" in out
     assert "SVM" in out
     assert "best baseline" in out
+
+
+def test_vit_ablations_benchmark_runs_every_variant():
+    out = run_quick("vit_ablations.py")
+    assert "mean pooling" in out
+    assert "patch 4, no positions" in out

@@ -20,6 +20,7 @@ lives in one module, roughly one per chapter:
 ``kv_cache``      keys and values of earlier tokens, for generation (chapter 6)
 ``gpt``           a GPT: causal language model, sampling, generation (chapter 6)
 ``vit``           a vision transformer: patches, class token, attention rollout (chapter 7)
+``baselines``     kNN, an SVM and a small CNN on the digits, for the ViT (chapter 7)
 ``train``         the training loop and its checkpoints (chapters 4, 6, 7)
 ``diagrams``      schematic figures of the attention equations (chapters 2, 3)
 ================  ====================================================================
@@ -46,6 +47,7 @@ from .attention import (
     scaled_dot_product_attention,
     softmax,
 )
+from .baselines import SmallCNN, knn_and_svm
 from .block import MLP, Block, BlockConfig, BlockStack
 from .data import Digits, load_digits, load_text, split_ids, window_batches
 from .gpt import GPT, GPTConfig, generate, sample_next, sequence_cross_entropy
@@ -119,6 +121,7 @@ __all__ = [
     "SelfAttention",
     "ShapeError",
     "SinusoidalPositions",
+    "SmallCNN",
     "TrainConfig",
     "ViT",
     "ViTConfig",
@@ -141,6 +144,7 @@ __all__ = [
     "fit",
     "fit_word_vectors",
     "generate",
+    "knn_and_svm",
     "layer_norm",
     "learning_rate",
     "load_digits",

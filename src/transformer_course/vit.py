@@ -48,6 +48,7 @@ __all__ = [
     "ViTConfig",
     "attention_rollout",
     "digit_batches",
+    "fit_on_digits",
     "random_shifts",
     "train_on_digits",
 ]
@@ -407,6 +408,25 @@ DIGITS = DigitsRun(
 )
 
 
+def fit_on_digits(
+    model: nn.Module,
+    digits: Digits,
+    run: DigitsRun = DIGITS,
+    seed: int = 0,
+    device: torch.device | str | None = "cpu",
+    progress: bool = False,
+) -> History:
+    """Chapter 7: train any classifier of the digits as ``run.train`` says, with
+    the course's loop and ``run``'s shifts and label smoothing: the ViT and the
+    CNN baseline (:class:`~transformer_course.baselines.SmallCNN`) alike."""
+    config = TrainConfig(**{**run.train, "seed": seed, "device": device})
+    batches = digit_batches(digits, config.batch_size, run.max_shift, seed)
+    loss = partial(cross_entropy_loss, label_smoothing=run.label_smoothing)
+    history = fit(model, batches, loss, config, progress=progress)
+    model.eval()
+    return history
+
+
 def train_on_digits(
     digits: Digits,
     run: DigitsRun = DIGITS,
@@ -419,12 +439,10 @@ def train_on_digits(
 
     ``model_changes`` override fields of ``run.model`` (the chapter's
     ablations: ``pool``, ``patch_size``, ``positions``). The history's
-    validation losses are those of the test split (see :func:`digit_batches`).
+    validation losses are those of the test split (see :func:`digit_batches`),
+    with the run's label smoothing.
     """
     torch.manual_seed(seed)
     model = ViT(ViTConfig(**{**run.model, **model_changes}))
-    config = TrainConfig(**{**run.train, "seed": seed, "device": device})
-    batches = digit_batches(digits, config.batch_size, run.max_shift, seed)
-    loss = partial(cross_entropy_loss, label_smoothing=run.label_smoothing)
-    history = fit(model, batches, loss, config, progress=progress)
-    return model.eval(), history
+    history = fit_on_digits(model, digits, run, seed, device, progress)
+    return model, history
