@@ -249,3 +249,32 @@ def test_loss_curves_name_bad_input():
         tc.plotting.loss_curves({"run": bad})
     with pytest.raises(ValueError, match=r"smooth: expected an int >= 1, got 0"):
         tc.plotting.loss_curves({"run": History()}, smooth=0)
+
+
+def test_confusion_matrix_counts_true_against_predicted():
+    labels = torch.tensor([0, 0, 1, 2, 2, 2])
+    predicted = torch.tensor([0, 1, 1, 2, 0, 2])
+    counts = plotting.confusion_matrix(labels, predicted, 3)
+    assert torch.equal(counts, torch.tensor([[1, 1, 0], [0, 1, 0], [1, 0, 2]]))
+    assert counts.sum() == 6
+    assert counts.trace() == 4  # the right answers
+    texts = [t.get_text() for t in plt.gca().texts]
+    assert sorted(texts) == ["1", "1", "1", "1", "2"]  # every nonzero count written
+    plt.close("all")
+    with pytest.raises(ValueError, match=r"expected two tensors of shape \(B,\)"):
+        plotting.confusion_matrix(labels, predicted[:3], 3)
+
+
+def test_image_grid_draws_every_image_with_its_title():
+    images = torch.rand(10, 1, 8, 8)
+    fig = plotting.image_grid(images, [f"#{i}" for i in range(10)], columns=4)
+    drawn = [ax for ax in fig.axes if ax.images]
+    assert len(drawn) == 10
+    assert len(fig.axes) == 12  # 3 rows of 4, the last two empty
+    assert [ax.get_title() for ax in drawn] == [f"#{i}" for i in range(10)]
+    np.testing.assert_array_equal(drawn[3].images[0].get_array(), images[3, 0].numpy())
+    plt.close(fig)
+    with pytest.raises(ValueError, match="titles: expected 10"):
+        plotting.image_grid(images, ["a"])
+    with pytest.raises(ValueError, match=r"got shape \(8, 8\)"):
+        plotting.image_grid(torch.rand(8, 8))

@@ -342,3 +342,48 @@ def test_train_on_digits_learns_and_is_deterministic():
     assert accuracy > 0.5  # ten classes: 0.1 by chance
     with pytest.raises(ValueError, match="pool"):
         tc.vit.train_on_digits(digits, run, pool="max")
+
+
+@pytest.mark.parametrize("patch_size", [1, 2, 4])
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_flop_count_matches_torch_s_flop_counter(patch_size, pool):
+    """The counter sees attention's two products with SDPA's math backend."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = tc.ViT(
+        tc.ViTConfig(patch_size=patch_size, pool=pool, d_model=32, n_layers=2)
+    )
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH), counter:
+        model(torch.zeros(1, 1, 8, 8))
+    assert model.flop_count()["total"] == counter.get_total_flops()
+
+
+def test_smaller_patches_cost_more_and_attention_grows_fastest():
+    counts = {
+        p: tc.ViT(tc.ViTConfig(patch_size=p, pool="mean")).flop_count()
+        for p in (1, 2, 4)
+    }
+    assert counts[1]["total"] > counts[2]["total"] > counts[4]["total"]
+    assert (
+        counts[1]["attention"] / counts[2]["attention"]
+        > counts[1]["mlp"] / counts[2]["mlp"]
+    )
+    assert counts[4]["mlp"] > counts[4]["attention"]  # few tokens: the MLP dominates
+
+
+def test_patch_map_spreads_each_patch_value_over_its_pixels():
+    weights = torch.arange(8.0).reshape(2, 4)  # two images, 4 patches of 4×4
+    maps = tc.vit.patch_map(weights, 8, 4)
+    assert maps.shape == (2, 8, 8)
+    assert torch.equal(maps[0, :4, :4], torch.zeros(4, 4))  # patch 0: top left
+    assert torch.equal(maps[0, :4, 4:], torch.ones(4, 4))  # patch 1: top right
+    assert torch.equal(maps[1, 4:, :4], torch.full((4, 4), 6.0))  # patch 2 of image 1
+    # the inverse of patchify's numbering: each patch is constant, its value
+    patches = tc.patchify(maps[:, None], 4)  # (2, 4, 16)
+    assert torch.equal(patches, weights[..., None].expand(2, 4, 16))
+    with pytest.raises(tc.ShapeError, match=r"weights: expected shape \(B, N\)"):
+        tc.vit.patch_map(torch.ones(2, 5), 8, 4)
+    with pytest.raises(ValueError, match="expected a divisor of image_size 8, got 3"):
+        tc.vit.patch_map(torch.ones(2, 4), 8, 3)

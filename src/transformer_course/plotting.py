@@ -10,6 +10,8 @@
   makes of it.
 * :func:`attention_heatmap` (chapters 2 and 3): an attention matrix with token
   labels.
+* :func:`confusion_matrix` and :func:`image_grid` (chapter 7): what a classifier
+  confuses, and the images it gets wrong.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from .tokens import patchify
 __all__ = [
     "COURSE_STYLE",
     "attention_heatmap",
+    "confusion_matrix",
+    "image_grid",
     "loss_curves",
     "patch_tokens_figure",
     "token_axis",
@@ -398,3 +402,82 @@ def loss_curves(
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(loc="best")  # where it hides the fewest points of the curves
     return ax
+
+
+def confusion_matrix(
+    labels: torch.Tensor,
+    predicted: torch.Tensor,
+    n_classes: int,
+    *,
+    ax: Axes | None = None,
+    title: str = "Confusion matrix",
+) -> torch.Tensor:
+    """Chapter 7: count and draw (true class, predicted class) pairs; (classes, classes).
+
+    Row t, column c of the returned counts: how many images of class t were
+    predicted as c. The diagonal holds the right answers; the figure writes
+    every count that is not 0.
+    """
+    labels, predicted = torch.as_tensor(labels), torch.as_tensor(predicted)
+    if labels.shape != predicted.shape or labels.ndim != 1:
+        raise ValueError(
+            f"labels, predicted: expected two tensors of shape (B,), got "
+            f"{tuple(labels.shape)} and {tuple(predicted.shape)}"
+        )
+    pairs = labels.long() * n_classes + predicted.long()  # (B,): one id per pair
+    counts = torch.bincount(pairs, minlength=n_classes**2).reshape(n_classes, n_classes)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.6, 4.0))
+    ax.imshow(counts.numpy(), cmap="Blues")
+    for (true, guess), count in np.ndenumerate(counts.numpy()):
+        if count:
+            light = count > counts.max() / 2
+            ax.text(
+                guess,
+                true,
+                str(count),
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if light else "black",
+            )
+    ax.set(xlabel="predicted class", ylabel="true class", title=title)
+    ax.set_xticks(range(n_classes))
+    ax.set_yticks(range(n_classes))
+    return counts
+
+
+def image_grid(
+    images: torch.Tensor,
+    titles: Sequence[str] | None = None,
+    *,
+    columns: int = 8,
+    title: str | None = None,
+) -> Figure:
+    """Chapter 7: grey images (B, 1, H, W) or (B, H, W) in a grid, one title each."""
+    pixels = torch.as_tensor(images).detach().cpu()
+    if pixels.ndim == 4 and pixels.shape[1] == 1:
+        pixels = pixels[:, 0]
+    if pixels.ndim != 3 or len(pixels) == 0:
+        raise ValueError(
+            f"images: expected grey images (B, 1, H, W) or (B, H, W) with B ≥ 1, "
+            f"got shape {tuple(torch.as_tensor(images).shape)}"
+        )
+    if titles is not None and len(titles) != len(pixels):
+        raise ValueError(
+            f"titles: expected {len(pixels)}, one per image, got {len(titles)}"
+        )
+    columns = min(columns, len(pixels))
+    rows = -(-len(pixels) // columns)  # ceiling
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(0.9 * columns, 1.05 * rows), squeeze=False
+    )
+    for index, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if index < len(pixels):
+            ax.imshow(pixels[index].numpy(), cmap="gray_r")
+            if titles is not None:
+                ax.set_title(titles[index], fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return fig

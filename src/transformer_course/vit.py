@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .block import BlockConfig, BlockStack
+from .block import flop_count as block_flop_count
 from .data import Digits
 from .positions import LearnedPositions
 from .shapes import ShapeError, expect_shape
@@ -49,6 +50,7 @@ __all__ = [
     "attention_rollout",
     "digit_batches",
     "fit_on_digits",
+    "patch_map",
     "random_shifts",
     "train_on_digits",
 ]
@@ -277,6 +279,31 @@ class ViT(nn.Module):
             x = block(x)  # (B, T, D)
         return maps
 
+    def flop_count(self) -> dict[str, int]:
+        """Forward FLOPs for one image by part (2 per multiply-add), and their total.
+
+        Patch embedding 2·N·(C·p²)·D; each block's attention 8·T·D² + 4·T²·D
+        and MLP 4·T·D·d_mlp (chapter 4's :func:`~transformer_course.block.flop_count`
+        with T tokens); the head 2·D·classes. Norms, activations, biases, the
+        softmax and the pooling are left out. With T = (H/p)² (+1), halving p
+        quadruples the tokens: attention's T² term grows 16-fold, the rest 4-fold
+        (Turner's footnote 14: with large patches, few tokens, the MLP dominates).
+        """
+        c = self.config
+        per_block = block_flop_count(c.block_config(), c.n_tokens)
+        counts = {
+            "patch embedding": 2
+            * c.n_patches
+            * c.in_channels
+            * c.patch_size**2
+            * c.d_model,
+            "attention": c.n_layers * per_block["attention"],
+            "mlp": c.n_layers * per_block["mlp"],
+            "head": 2 * c.d_model * c.n_classes,
+        }
+        counts["total"] = sum(counts.values())
+        return counts
+
     def parameter_count(self) -> dict[str, int]:
         """Parameters by part, and their total."""
 
@@ -327,6 +354,24 @@ def attention_rollout(maps: list[torch.Tensor], residual: bool = True) -> torch.
             mean = (mean + eye) / 2  # (B, T, T), rows still sum to 1
         rollout = mean if rollout is None else mean @ rollout  # (B, T, T)
     return rollout
+
+
+def patch_map(weights: torch.Tensor, image_size: int, patch_size: int) -> torch.Tensor:
+    """Chapter 7: one value per patch, spread over its pixels: (B, N) -> (B, H, W).
+
+    Draws what the class token reads from each patch (a row of
+    :meth:`ViT.attention_maps` or of :func:`attention_rollout`, without the
+    class token's own column) on top of the image: pixel (i, j) gets the value
+    of patch (i // p)·(H/p) + j // p, the row-by-row numbering of patchify.
+    """
+    if not isinstance(patch_size, int) or patch_size < 1 or image_size % patch_size:
+        raise ValueError(
+            f"patch_size: expected a divisor of image_size {image_size}, got {patch_size!r}"
+        )
+    side = image_size // patch_size  # patches per row and per column
+    expect_shape(weights, "B N", "weights", N=side * side)
+    grid = weights.reshape(-1, side, side)  # (B, H/p, W/p): patch (row, column)
+    return grid.repeat_interleave(patch_size, 1).repeat_interleave(patch_size, 2)
 
 
 def random_shifts(
