@@ -40,10 +40,10 @@ import torch
 from torch import nn
 
 from . import multihead
-from .multihead import MultiHeadAttention, _expect_heads, _expect_positive_int
+from .multihead import MultiHeadAttention, _expect_heads
 from .norms import LayerNorm, RMSNorm
 from .positions import RotaryEmbedding
-from .shapes import expect_shape
+from .shapes import expect_positive_int, expect_shape
 
 if TYPE_CHECKING:  # chapter 6's cache; only the types are needed here
     from .kv_cache import KVCache, LayerCache
@@ -85,7 +85,7 @@ class BlockConfig:
         _expect_heads(self.d_model, self.n_heads)
         if self.d_mlp is None:
             self.d_mlp = 4 * self.d_model
-        _expect_positive_int(self.d_mlp, "d_mlp")
+        expect_positive_int(self.d_mlp, "d_mlp")
         if not 0 <= self.dropout <= 1:
             raise ValueError(f"dropout: expected a probability, got {self.dropout}")
         for field, value, choices in (
@@ -367,7 +367,7 @@ class BlockStack(nn.Module):
 
     def __init__(self, config: BlockConfig, n_blocks: int):
         super().__init__()
-        _expect_positive_int(n_blocks, "n_blocks")
+        expect_positive_int(n_blocks, "n_blocks")
         self.config = config
         self.blocks = nn.ModuleList(Block(config) for _ in range(n_blocks))
         self.final_norm = _make_norm(config) if config.norm_first else nn.Identity()

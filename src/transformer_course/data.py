@@ -32,6 +32,8 @@ from typing import NamedTuple
 
 import torch
 
+from .shapes import expect_positive_int
+
 __all__ = [
     "TEXTS",
     "TINYSHAKESPEARE",
@@ -255,8 +257,7 @@ def window_batches(
         int64, with B = batch_size / world_size.
     """
     for name, value in (("batch_size", batch_size), ("block_size", block_size)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name}: expected a positive int, got {value!r}")
+        expect_positive_int(value, name)
     if not (
         isinstance(rank, int) and isinstance(world_size, int) and 0 <= rank < world_size
     ):

@@ -33,7 +33,7 @@ from torch import nn
 from .block import BlockConfig, BlockStack
 from .kv_cache import KVCache
 from .positions import LearnedPositions, SinusoidalPositions
-from .shapes import ShapeError, expect_shape
+from .shapes import ShapeError, expect_positive_int, expect_shape
 
 __all__ = ["GPT", "GPTConfig", "generate", "sample_next", "sequence_cross_entropy"]
 
@@ -58,9 +58,7 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}: expected a positive int, got {value!r}")
+            expect_positive_int(getattr(self, name), name)
         if self.positions not in POSITIONS:
             raise ValueError(
                 f"positions: expected one of {list(POSITIONS)}, got {self.positions!r}"

@@ -23,14 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from .shapes import expect_shape
+from .shapes import expect_positive_int, expect_shape
 
 __all__ = ["KVCache", "LayerCache"]
-
-
-def _expect_positive(value: object, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
 
 
 class LayerCache:
@@ -62,7 +57,7 @@ class LayerCache:
             ("max_len", max_len),
             ("head_dim", head_dim),
         ):
-            _expect_positive(value, name)
+            expect_positive_int(value, name)
         shape = (batch_size, n_heads, max_len, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
@@ -119,7 +114,7 @@ class KVCache:
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ):
-        _expect_positive(n_blocks, "n_blocks")
+        expect_positive_int(n_blocks, "n_blocks")
         self.layers = [
             LayerCache(batch_size, n_heads, max_len, head_dim, dtype, device)
             for _ in range(n_blocks)

@@ -38,7 +38,7 @@ from .attention import (
     attention_weights,
     scaled_dot_product_attention,
 )
-from .shapes import expect_shape
+from .shapes import expect_positive_int, expect_shape
 
 if TYPE_CHECKING:  # chapters 5 and 6; only the types are needed here
     from .kv_cache import LayerCache
@@ -58,15 +58,10 @@ __all__ = [
 ]
 
 
-def _expect_positive_int(value: object, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
-
-
 def _expect_heads(d_model: int, n_heads: int) -> None:
     """A ValueError unless D and H are positive ints with D divisible by H."""
-    _expect_positive_int(d_model, "d_model")
-    _expect_positive_int(n_heads, "n_heads")
+    expect_positive_int(d_model, "d_model")
+    expect_positive_int(n_heads, "n_heads")
     if d_model % n_heads:
         raise ValueError(
             f"d_model must be divisible by n_heads: got d_model={d_model}, "
@@ -77,7 +72,7 @@ def _expect_heads(d_model: int, n_heads: int) -> None:
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, N, H·d) -> (B, H, N, d): head h gets features h·d ... (h+1)·d - 1."""
     dims = expect_shape(x, "B N D", "x")
-    _expect_positive_int(n_heads, "n_heads")
+    expect_positive_int(n_heads, "n_heads")
     if dims["D"] % n_heads:
         raise ValueError(
             f"x: width {dims['D']} is not divisible by n_heads = {n_heads}"

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import torch
 
-__all__ = ["ShapeError", "expect_shape"]
+__all__ = ["ShapeError", "expect_positive_int", "expect_shape"]
 
 
 class ShapeError(ValueError):
@@ -96,3 +96,9 @@ def expect_shape(
         else:
             bound[symbol] = size
     return bound
+
+
+def expect_positive_int(value: object, name: str) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is an int ≥ 1 (not a bool)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")

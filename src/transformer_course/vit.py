@@ -37,7 +37,7 @@ from .block import BlockConfig, BlockStack
 from .block import flop_count as block_flop_count
 from .data import Digits
 from .positions import LearnedPositions
-from .shapes import ShapeError, expect_shape
+from .shapes import ShapeError, expect_positive_int, expect_shape
 from .tokens import patchify
 from .train import History, TrainConfig, cross_entropy_loss, fit, tensor_batches
 
@@ -56,11 +56,6 @@ __all__ = [
 ]
 
 POOLS = ("cls", "mean")
-
-
-def _expect_positive_int(value: object, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
 
 
 @dataclass
@@ -82,8 +77,8 @@ class ViTConfig:
 
     def __post_init__(self):
         for name in ("image_size", "patch_size", "in_channels", "n_classes"):
-            _expect_positive_int(getattr(self, name), name)
-        _expect_positive_int(self.n_layers, "n_layers")
+            expect_positive_int(getattr(self, name), name)
+        expect_positive_int(self.n_layers, "n_layers")
         if self.image_size % self.patch_size:
             raise ValueError(
                 f"patch_size: expected a divisor of image_size {self.image_size}, "
@@ -145,7 +140,7 @@ class PatchEmbedding(nn.Module):
             ("in_channels", in_channels),
             ("d_model", d_model),
         ]:
-            _expect_positive_int(value, name)
+            expect_positive_int(value, name)
         if image_size % patch_size:
             raise ValueError(
                 f"patch_size: expected a divisor of image_size {image_size}, "
