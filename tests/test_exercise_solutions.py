@@ -188,6 +188,39 @@ DEGENERATE = {
         "def attend_with_cache(q, k, v, k_cache, v_cache, length):\n"
         "    return torch.zeros_like(q), k_cache.clone(), v_cache.clone()",
     ],
+    (7, "embed_patches"): [
+        "def embed_patches(images, weight, bias, patch_size):\n"
+        "    B, C, height, width = images.shape\n"
+        "    N = (height // patch_size) * (width // patch_size)\n"
+        "    return torch.zeros(B, N, weight.shape[0])",
+        # the bias alone, for every patch of every image
+        "def embed_patches(images, weight, bias, patch_size):\n"
+        "    B, C, height, width = images.shape\n"
+        "    N = (height // patch_size) * (width // patch_size)\n"
+        "    return bias.expand(B, N, -1).clone()",
+    ],
+    (7, "vit_input"): [
+        "def vit_input(patch_tokens, class_token, positions):\n"
+        "    return positions.expand(patch_tokens.shape[0], -1, -1).clone()",
+    ],
+    (7, "classify"): [
+        "def classify(features, weight, bias, pool):\n"
+        "    return bias.expand(features.shape[0], -1).clone()",
+    ],
+    (7, "rollout"): [
+        # rows sum to 1 and no mixing gives the identity, but blind to the maps
+        "def rollout(maps, residual=True):\n"
+        "    B, _, L, _ = maps[0].shape\n"
+        "    return torch.eye(L).expand(B, L, L).clone()",
+        "def rollout(maps, residual=True):\n"
+        "    B, _, L, _ = maps[0].shape\n"
+        "    return torch.full((B, L, L), 1 / L)",
+    ],
+    (7, "vit_flops"): [
+        "def vit_flops(image_size, patch_size, channels, d_model, d_mlp, n_layers,\n"
+        "              n_classes, class_token):\n"
+        "    return 0",
+    ],
 }
 
 

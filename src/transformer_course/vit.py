@@ -50,6 +50,7 @@ __all__ = [
     "attention_rollout",
     "digit_batches",
     "fit_on_digits",
+    "flop_count",
     "patch_map",
     "random_shifts",
     "train_on_digits",
@@ -275,29 +276,8 @@ class ViT(nn.Module):
         return maps
 
     def flop_count(self) -> dict[str, int]:
-        """Forward FLOPs for one image by part (2 per multiply-add), and their total.
-
-        Patch embedding 2·N·(C·p²)·D; each block's attention 8·T·D² + 4·T²·D
-        and MLP 4·T·D·d_mlp (chapter 4's :func:`~transformer_course.block.flop_count`
-        with T tokens); the head 2·D·classes. Norms, activations, biases, the
-        softmax and the pooling are left out. With T = (H/p)² (+1), halving p
-        quadruples the tokens: attention's T² term grows 16-fold, the rest 4-fold
-        (Turner's footnote 14: with large patches, few tokens, the MLP dominates).
-        """
-        c = self.config
-        per_block = block_flop_count(c.block_config(), c.n_tokens)
-        counts = {
-            "patch embedding": 2
-            * c.n_patches
-            * c.in_channels
-            * c.patch_size**2
-            * c.d_model,
-            "attention": c.n_layers * per_block["attention"],
-            "mlp": c.n_layers * per_block["mlp"],
-            "head": 2 * c.d_model * c.n_classes,
-        }
-        counts["total"] = sum(counts.values())
-        return counts
+        """Forward FLOPs for one image by part, and their total (:func:`flop_count`)."""
+        return flop_count(self.config)
 
     def parameter_count(self) -> dict[str, int]:
         """Parameters by part, and their total."""
@@ -315,6 +295,33 @@ class ViT(nn.Module):
         }
         counts["total"] = sum(counts.values())
         return counts
+
+
+def flop_count(config: ViTConfig) -> dict[str, int]:
+    """Chapter 7: forward FLOPs of a :class:`ViT` for one image, by part and in total.
+
+    Two FLOPs per multiply-add. Patch embedding 2·N·(C·p²)·D; each block's
+    attention 8·T·D² + 4·T²·D and MLP 4·T·D·d_mlp (chapter 4's
+    :func:`~transformer_course.block.flop_count` with T tokens, T = N + 1 with a
+    class token); the head 2·D·classes. Norms, activations, biases, the softmax
+    and the pooling are left out. With T = (H/p)² (+1), halving p quadruples the
+    tokens: attention's T² term grows 16-fold, the rest 4-fold (Turner's
+    footnote 14: with large patches, few tokens, the MLP dominates).
+    """
+    c = config
+    per_block = block_flop_count(c.block_config(), c.n_tokens)
+    counts = {
+        "patch embedding": 2
+        * c.n_patches
+        * c.in_channels
+        * c.patch_size**2
+        * c.d_model,
+        "attention": c.n_layers * per_block["attention"],
+        "mlp": c.n_layers * per_block["mlp"],
+        "head": 2 * c.d_model * c.n_classes,
+    }
+    counts["total"] = sum(counts.values())
+    return counts
 
 
 def attention_rollout(maps: list[torch.Tensor], residual: bool = True) -> torch.Tensor:

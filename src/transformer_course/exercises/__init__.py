@@ -35,7 +35,15 @@ __all__ = [
 ]
 
 #: Chapter number -> module with its EXERCISES and QUIZZES.
-CHAPTERS = {1: "ch01", 2: "ch02", 3: "ch03", 4: "ch04", 5: "ch05", 6: "ch06"}
+CHAPTERS = {
+    1: "ch01",
+    2: "ch02",
+    3: "ch03",
+    4: "ch04",
+    5: "ch05",
+    6: "ch06",
+    7: "ch07",
+}
 
 
 class ChapterExercises:

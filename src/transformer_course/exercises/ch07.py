@@ -1,0 +1,966 @@
+"""Checks and quizzes for exercises/07_vit.ipynb (chapter 7, Vision transformers).
+
+The references are the course's own: :func:`~transformer_course.tokens.patchify`
+followed by the linear map (what :class:`~transformer_course.vit.PatchEmbedding`
+computes), the class token and the position table of
+:meth:`~transformer_course.vit.ViT.tokens`, the pooling of
+:meth:`~transformer_course.vit.ViT.pool`,
+:func:`~transformer_course.vit.attention_rollout` and
+:func:`~transformer_course.vit.flop_count`, in float64. The hints name the
+usual mistakes: patches numbered column by column, flattened channels last, or
+cut by a bare reshape, the bias forgotten, W not transposed; the class token
+last, without its position row, or the positions added before it is
+prepended; the last row read instead of the first, Turner's sum instead of the
+mean, the class token averaged in, probabilities returned instead of logits;
+the blocks chained in the wrong order, the residual forgotten or not halved,
+the heads summed or their maximum taken; the class token left out of the
+token count, one FLOP per multiply-add, the L² term or the MLP's own width
+forgotten.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..tokens import patchify
+from ..vit import ViTConfig, attention_rollout, flop_count
+from .core import (
+    PROPERTY,
+    Check,
+    Exercise,
+    Failed,
+    close,
+    each_value,
+    returned_values,
+    seeded_randn,
+    unseen_check,
+)
+from .widgets import MultipleChoice, Numeric
+
+__all__ = ["EXERCISES", "QUIZZES"]
+
+
+# --- Exercise 1: the patch embedding -------------------------------------------------
+
+
+def _patches(images, p, *, order="rows", layout="chw"):
+    """(B, N, C·p·p) patches of images (B, C, H, W), float64; the mistakes by flags:
+    order "columns" numbers them column by column, layout "hwc" flattens each
+    patch channels last, layout "reshape" cuts consecutive pixels with a bare
+    reshape."""
+    images = images.double()
+    B, C, H, W = images.shape
+    if layout == "reshape":
+        return images.reshape(B, (H // p) * (W // p), C * p * p)
+    grid = images.reshape(B, C, H // p, p, W // p, p)  # (B, C, rows, p, cols, p)
+    if layout == "hwc":
+        grid = grid.permute(0, 2, 4, 3, 5, 1)  # (B, rows, cols, p, p, C)
+    else:
+        grid = grid.permute(0, 2, 4, 1, 3, 5)  # (B, rows, cols, C, p, p)
+    if order == "columns":
+        grid = grid.transpose(1, 2)  # (B, cols, rows, ...)
+    return grid.reshape(B, (H // p) * (W // p), C * p * p)
+
+
+def _embedded(images, weight, bias, p, *, transpose=True, with_bias=True, **mistake):
+    """x_n = W p_n + b for every patch: (B, N, D), float64."""
+    patches = _patches(images, p, **mistake)  # (B, N, C·p·p)
+    weight = weight.double()
+    out = patches @ (weight.T if transpose else weight)  # (B, N, D)
+    return out + bias.double() if with_bias else out
+
+
+def _reference_embedding(images, weight, bias, p):
+    return patchify(images.double(), p) @ weight.double().T + bias.double()
+
+
+def _embedding_case(B, C, H, W, p, D, seed):
+    return (
+        seeded_randn(B, C, H, W, seed=seed),
+        seeded_randn(D, C * p * p, seed=seed + 1) / (C * p * p) ** 0.5,
+        seeded_randn(D, seed=seed + 2),
+        p,
+    )
+
+
+def _embedding_cases():
+    return [
+        _embedding_case(2, 1, 8, 8, 2, 5, seed=1),  # the digits' shape
+        _embedding_case(1, 3, 4, 6, 2, 12, seed=4),  # C > 1, H != W, D = C·p·p
+        _embedding_case(3, 1, 8, 8, 4, 16, seed=7),  # one patch per quarter, D = p·p
+        _embedding_case(2, 2, 3, 3, 1, 3, seed=10),  # p = 1: every pixel a token
+    ]
+
+
+def _matmul_failed(outcomes) -> bool:
+    """Did a call raise torch's error for a product of mismatched shapes?"""
+    return any(
+        o.raised_a("RuntimeError") and "cannot be multiplied" in o.message
+        for o in outcomes
+    )
+
+
+def _judge_embedding(cases, outcomes):
+    if _matmul_failed(outcomes):
+        raise Failed(
+            "weight is (D, C·p·p), one row per output, as in nn.Linear: with the "
+            "patches in rows, (B, N, C·p·p), the tokens are patches @ weight.T + bias."
+        )
+    for (images, weight, bias, p), got in each_value(cases, outcomes):
+        want = _reference_embedding(images, weight, bias, p)
+        if close(got, want):
+            continue
+        _explain_embedding(images, weight, bias, p, got, tuple(want.shape))
+
+
+def _explain_embedding(images, weight, bias, p, got, shape):
+    """Raise :class:`Failed` with the hint of the mistake that gives ``got``."""
+    C = images.shape[1]
+    if tuple(got.shape) != shape:
+        raise Failed(
+            f"Images {tuple(images.shape)} with p = {p} have N = (H/p)·(W/p) = "
+            f"{shape[1]} patches, and W maps each to D = {weight.shape[0]} numbers: "
+            f"expected (B, N, D) = {shape}, got {tuple(got.shape)}."
+        )
+
+    def embedded(**mistake):
+        return close(got, _embedded(images, weight, bias, p, **mistake))
+
+    if embedded(with_bias=False):
+        raise Failed("Add the bias: x_n = W p_n + b, with b of shape (D,).")
+    if weight.shape[0] == weight.shape[1] and (
+        embedded(transpose=False) or embedded(transpose=False, with_bias=False)
+    ):
+        raise Failed(
+            "weight is (D, C·p·p), one row per output, as in nn.Linear: with the "
+            "patches in rows, x_n = W p_n is patches @ weight.T."
+        )
+    if embedded(order="columns"):
+        raise Failed(
+            "Number the patches row by row, as chapter 1's patchify does: left to "
+            "right along the top row of patches, then the next row down."
+        )
+    if C > 1 and embedded(layout="hwc"):
+        raise Failed(
+            "Flatten each patch channel first, as (C, p, p), the layout of a Conv2d "
+            "weight (weight.reshape(D, C, p, p)), not channels last."
+        )
+    if p > 1 and embedded(layout="reshape"):
+        raise Failed(
+            "A reshape alone does not cut patches: images.reshape(B, N, C·p·p) takes "
+            "C·p·p consecutive pixels along a row. Split H and W into (H/p, p) and "
+            "(W/p, p) and bring each patch's axes together first (or use chapter "
+            "1's patchify)."
+        )
+    raise Failed(
+        "Token n is W p_n + b, with p_n the n-th p×p patch (row by row), flattened "
+        "as (C, p, p); compare with patches @ weight.T + bias, patches from "
+        "chapter 1's patchify."
+    )
+
+
+def _random_embeddings(g):
+    cases = []
+    for p in (1, 2, 4):
+        B, C, rows, cols = (int(t) for t in torch.randint(1, 4, (4,), generator=g))
+        D = int(torch.randint(1, 20, (), generator=g))
+        images = torch.randn(B, C, rows * p, cols * p, generator=g)
+        weight = torch.randn(D, C * p * p, generator=g)
+        cases.append((images, weight, torch.randn(D, generator=g), p))
+    return cases
+
+
+def _locality_cases():
+    images, weight, bias, p = _embedding_case(1, 2, 8, 8, 2, 6, seed=13)
+    changed = images.clone()
+    changed[:, :, 2:4, 4:6] += 1.0  # the patch in row 1, column 2: n = 1·4 + 2 = 6
+    return [(images, weight, bias, p), (changed, weight, bias, p)]
+
+
+def _judge_locality(cases, outcomes):
+    before, after = returned_values(outcomes)
+    shape = (1, 16, 6)
+    if tuple(before.shape) != shape or tuple(after.shape) != shape:
+        raise Failed(f"Expected (B, N, D) = {shape} for 8×8 images and p = 2.")
+    moved = (after.double() - before.double()).abs().amax(dim=-1)[0] > 1e-6  # (N,)
+    if moved.tolist() != [n == 6 for n in range(16)]:
+        which = [n for n in range(16) if moved[n]]
+        raise Failed(
+            "Changing the pixels of one patch (row 1, column 2 of the 4×4 grid, so "
+            f"patch 6) must change token 6 alone; tokens {which} changed. Each "
+            "token is a function of its own patch's pixels only."
+        )
+
+
+def _embedding_error_cases():
+    return [
+        _embedding_case(1, 1, 8, 8, 3, 4, seed=16),  # 3 divides neither side
+        _embedding_case(1, 1, 6, 8, 4, 4, seed=19),  # 4 divides the width only
+    ]
+
+
+def _judge_embedding_error(cases, outcomes):
+    for (images, _, _, p), outcome in zip(cases, outcomes, strict=True):
+        if not outcome.raised_a("ValueError"):
+            got = (
+                f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
+            )
+            raise Failed(
+                f"Images {tuple(images.shape)} cannot be cut into {p}×{p} patches: "
+                f"raise a ValueError that names the sizes (got {got})."
+            )
+        if str(p) not in outcome.message:
+            raise Failed("Name the patch size in the error message.")
+
+
+EMBEDDING = Exercise(
+    "embed_patches",
+    "embed_patches",
+    "Exercise 1: patches to tokens",
+    4,
+    (
+        Check(
+            "equals patchify, then x_n = W p_n + b", _embedding_cases, _judge_embedding
+        ),
+        unseen_check("the same on unseen images", _random_embeddings, _judge_embedding),
+        Check(
+            "each token depends on its own patch only",
+            _locality_cases,
+            _judge_locality,
+            PROPERTY,
+        ),
+        Check(
+            "a ValueError when p does not divide the image",
+            _embedding_error_cases,
+            _judge_embedding_error,
+            PROPERTY,
+        ),
+    ),
+)
+
+# --- Exercise 2: the class token and the positions ----------------------------------
+
+
+def _input(patch_tokens, class_token, positions, *, mistake=None):
+    """[x_0; x_1 ... x_N] + E: (B, N + 1, D), float64; the mistakes by name."""
+    x = patch_tokens.double()
+    B = x.shape[0]
+    x_0 = class_token.double().expand(B, 1, -1)  # (B, 1, D)
+    E = positions.double()  # (N + 1, D)
+    if mistake == "last":
+        return torch.cat([x, x_0], dim=1) + E
+    if mistake == "class token without position":
+        return torch.cat([x_0, x + E[1:]], dim=1)
+    if mistake == "positions before prepending":
+        return torch.cat([x_0, x + E[:-1]], dim=1)
+    if mistake == "no positions":
+        return torch.cat([x_0, x], dim=1)
+    return torch.cat([x_0, x], dim=1) + E  # (B, N + 1, D)
+
+
+def _input_case(B, N, D, seed):
+    return (
+        seeded_randn(B, N, D, seed=seed),
+        seeded_randn(D, seed=seed + 1),
+        seeded_randn(N + 1, D, seed=seed + 2),
+    )
+
+
+def _input_cases():
+    return [
+        _input_case(1, 16, 8, seed=20),
+        _input_case(3, 4, 6, seed=23),
+        _input_case(2, 1, 5, seed=26),  # one patch: two tokens
+    ]
+
+
+def _judge_input(cases, outcomes):
+    for case, outcome in zip(cases, outcomes, strict=True):
+        patch_tokens = case[0]
+        mismatch = outcome.raised_a("RuntimeError") and (
+            "Sizes of tensors must match" in outcome.message
+        )
+        if mismatch and "except in dimension 1." not in outcome.message:
+            raise Failed(
+                "Concatenate along the tokens, dim 1: the class token is one more "
+                "row in front of the N patch tokens, (B, N, D) -> (B, N + 1, D). "
+                f"Your function raised {outcome.error}: {outcome.message}"
+            )
+        if mismatch and patch_tokens.shape[0] > 1:
+            raise Failed(
+                "Every image in the batch gets its own copy of x_0: make the class "
+                "token (B, 1, D), e.g. class_token.expand(B, 1, D), before "
+                f"concatenating it with the patch tokens (B = {patch_tokens.shape[0]}"
+                f" here). Your function raised {outcome.error}: {outcome.message}"
+            )
+        (got,) = returned_values([outcome])
+        if not close(got, _input(*case)):
+            _explain_input(*case, got)
+
+
+def _explain_input(patch_tokens, class_token, positions, got):
+    """Raise :class:`Failed` with the hint of the mistake that gives ``got``."""
+    B, N, D = patch_tokens.shape
+    if tuple(got.shape) != (B, N + 1, D):
+        raise Failed(
+            f"The class token adds one token: patch tokens (B, N, D) = "
+            f"{(B, N, D)} give (B, N + 1, D) = {(B, N + 1, D)}, got "
+            f"{tuple(got.shape)}. Concatenate along the tokens (dim 1) and add the "
+            "positions."
+        )
+
+    def made(mistake):
+        return close(got, _input(patch_tokens, class_token, positions, mistake=mistake))
+
+    if made("last"):
+        raise Failed(
+            "The class token comes first: row 0 is x_0 + e_0, and patch n is row "
+            "n + 1, so that every model reads x_0's final representation at row 0."
+        )
+    if made("class token without position"):
+        raise Failed(
+            "The class token gets a position row too: E has N + 1 rows, row 0 for "
+            "x_0 and row n for patch n (eq. 7.1 adds E to the whole sequence)."
+        )
+    if made("positions before prepending"):
+        raise Failed(
+            "Prepend x_0 first, then add E to all N + 1 rows: patch n (from 1) gets "
+            "row n of E, not row n − 1, and x_0 gets row 0."
+        )
+    if made("no positions"):
+        raise Failed(
+            "Add the position table E (N + 1, D): without it the model cannot tell "
+            "where a patch came from."
+        )
+    raise Failed(
+        "Row 0 is class_token + positions[0] for every image, and row n is "
+        "patch_tokens[:, n − 1] + positions[n] for n = 1 ... N."
+    )
+
+
+def _random_inputs(g):
+    cases = []
+    for _ in range(2):
+        B, N, D = (int(t) for t in torch.randint(1, 20, (3,), generator=g))
+        cases.append(
+            (
+                torch.randn(B, N, D, generator=g),
+                torch.randn(D, generator=g),
+                torch.randn(N + 1, D, generator=g),
+            )
+        )
+    return cases
+
+
+def _same_x0_cases():
+    return [_input_case(4, 3, 6, seed=29)]
+
+
+def _judge_same_x0(cases, outcomes):
+    for (patch_tokens, class_token, positions), got in each_value(cases, outcomes):
+        B, N, D = patch_tokens.shape
+        if tuple(got.shape) != (B, N + 1, D):
+            raise Failed(f"Expected (B, N + 1, D) = {(B, N + 1, D)}.")
+        rows = got[:, 0].double()  # (B, D)
+        want = (class_token.double() + positions[0].double()).expand(B, D)
+        if not close(rows, want):
+            raise Failed(
+                "Row 0 is the same for every image, x_0 + e_0: the class token "
+                "knows nothing about the image until it attends to the patches."
+            )
+
+
+CLASS_TOKEN = Exercise(
+    "vit_input",
+    "vit_input",
+    "Exercise 2: the class token and the positions",
+    3,
+    (
+        Check("equals [x_0; patch tokens] + E", _input_cases, _judge_input),
+        unseen_check("the same on unseen inputs", _random_inputs, _judge_input),
+        Check(
+            "row 0 is x_0 + e_0 for every image",
+            _same_x0_cases,
+            _judge_same_x0,
+            PROPERTY,
+        ),
+    ),
+)
+
+# --- Exercise 3: the pooled head ------------------------------------------------------
+
+POOLS = ("cls", "mean")
+
+
+def _logits(features, weight, bias, pool, *, mistake=None):
+    """(B, classes) logits of the pooled features, float64; the mistakes by name."""
+    x = features.double()
+    if pool == "cls":
+        h = x[:, -1] if mistake == "last row" else x[:, 0]  # (B, D)
+    elif mistake == "sum":
+        h = x.sum(dim=1)  # (B, D): Turner's Σ_n x_n
+    elif mistake == "skip first":
+        h = x[:, 1:].mean(dim=1)
+    else:
+        h = x.mean(dim=1)  # (B, D)
+    logits = h @ weight.double().T  # (B, classes)
+    if mistake != "no bias":
+        logits = logits + bias.double()
+    if mistake == "softmax":
+        return logits.softmax(dim=-1)
+    return logits
+
+
+def _head_case(B, n, D, classes, pool, seed):
+    return (
+        seeded_randn(B, n, D, seed=seed),
+        seeded_randn(classes, D, seed=seed + 1),
+        seeded_randn(classes, seed=seed + 2),
+        pool,
+    )
+
+
+def _head_cases():
+    return [
+        _head_case(2, 17, 8, 10, "cls", seed=40),
+        _head_case(3, 16, 8, 10, "mean", seed=43),
+        _head_case(1, 5, 4, 3, "cls", seed=46),
+        _head_case(2, 4, 6, 2, "mean", seed=49),
+    ]
+
+
+def _judge_head(cases, outcomes):
+    if _matmul_failed(outcomes):
+        raise Failed(
+            "Pool over the tokens (dim 1) to get h of shape (B, D), then apply the "
+            "head, weight (classes, D): logits = h @ weight.T + bias."
+        )
+    for (features, weight, bias, pool), got in each_value(cases, outcomes):
+        if not close(got, _logits(features, weight, bias, pool)):
+            _explain_head(features, weight, bias, pool, got)
+
+
+def _explain_head(features, weight, bias, pool, got):
+    """Raise :class:`Failed` with the hint of the mistake that gives ``got``."""
+    B, classes = features.shape[0], weight.shape[0]
+    if tuple(got.shape) != (B, classes):
+        raise Failed(
+            f"One row of {classes} logits per image: expected (B, classes) = "
+            f"{(B, classes)}, got {tuple(got.shape)}. Pool over the tokens (dim 1), "
+            "then apply the head."
+        )
+
+    def made(mistake, as_pool=pool):
+        return close(got, _logits(features, weight, bias, as_pool, mistake=mistake))
+
+    if made("softmax"):
+        raise Failed(
+            "Return the logits, G h + b, not probabilities: the cross-entropy loss "
+            "applies the softmax itself."
+        )
+    if made("no bias"):
+        raise Failed("Add the head's bias: logits = h @ weight.T + bias.")
+    other = "mean" if pool == "cls" else "cls"
+    if made(None, as_pool=other):
+        raise Failed(
+            f'pool="{pool}" was treated as pool="{other}": "cls" reads row 0, the '
+            'class token x_0; "mean" averages every row.'
+        )
+    if pool == "cls" and made("last row"):
+        raise Failed(
+            "The class token is row 0 (it was prepended), not the last row: "
+            "h = features[:, 0]."
+        )
+    if pool == "mean" and made("sum"):
+        raise Failed(
+            "Average, don't sum: h = (1/N) Σ_n x_n. Turner's sum pooling is N times "
+            "the mean; the course's mean keeps h's size independent of the number "
+            "of patches."
+        )
+    if pool == "mean" and made("skip first"):
+        raise Failed(
+            'A model with mean pooling has no class token: "mean" averages all N '
+            "rows, row 0 included."
+        )
+    raise Failed(
+        'h = features[:, 0] for "cls" and features.mean(dim=1) for "mean"; the '
+        "logits are h @ weight.T + bias."
+    )
+
+
+def _random_heads(g):
+    cases = []
+    for pool in POOLS:
+        B, n, D, classes = (int(t) for t in torch.randint(1, 20, (4,), generator=g))
+        cases.append(
+            (
+                torch.randn(B, n, D, generator=g),
+                torch.randn(classes, D, generator=g),
+                torch.randn(classes, generator=g),
+                pool,
+            )
+        )
+    return cases
+
+
+def _shuffle_cases():
+    features, weight, bias, _ = _head_case(2, 9, 6, 4, "mean", seed=52)
+    order = torch.randperm(9, generator=torch.Generator().manual_seed(53))
+    return [
+        (features, weight, bias, "mean"),
+        (features[:, order], weight, bias, "mean"),
+    ]
+
+
+def _judge_shuffle(cases, outcomes):
+    first, shuffled = returned_values(outcomes)
+    if first.shape != (2, 4) or not close(shuffled, first):
+        raise Failed(
+            "With mean pooling, shuffling the tokens must not change the logits: "
+            "an average does not care about order."
+        )
+
+
+def _cls_reads_row_0_cases():
+    features, weight, bias, _ = _head_case(2, 9, 6, 4, "cls", seed=55)
+    others = features.clone()
+    others[:, 1:] = seeded_randn(2, 8, 6, seed=56)
+    return [(features, weight, bias, "cls"), (others, weight, bias, "cls")]
+
+
+def _judge_cls_reads_row_0(cases, outcomes):
+    first, changed = returned_values(outcomes)
+    if first.shape != (2, 4) or not close(changed, first):
+        raise Failed(
+            'With pool="cls" the head reads the class token\'s row only: changing '
+            "rows 1 ... N must not change the logits."
+        )
+
+
+def _unknown_pool_cases():
+    features, weight, bias, _ = _head_case(2, 5, 4, 3, "cls", seed=58)
+    return [(features, weight, bias, "max")]
+
+
+def _judge_unknown_pool(cases, outcomes):
+    (outcome,) = outcomes
+    if not outcome.raised_a("ValueError"):
+        got = f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
+        raise Failed(
+            'For a pool other than "cls" or "mean", raise a ValueError that names '
+            f"the choices (got {got})."
+        )
+    if "max" not in outcome.message:
+        raise Failed("Name the pool you were given in the error message.")
+
+
+HEAD = Exercise(
+    "classify",
+    "classify",
+    "Exercise 3: the pooled head",
+    3,
+    (
+        Check("equals the pooled logits, both pools", _head_cases, _judge_head),
+        unseen_check("the same on unseen inputs", _random_heads, _judge_head),
+        Check(
+            "mean pooling ignores the order of the tokens",
+            _shuffle_cases,
+            _judge_shuffle,
+            PROPERTY,
+        ),
+        Check(
+            "class-token pooling reads row 0 only",
+            _cls_reads_row_0_cases,
+            _judge_cls_reads_row_0,
+            PROPERTY,
+        ),
+        Check(
+            "a ValueError for an unknown pool",
+            _unknown_pool_cases,
+            _judge_unknown_pool,
+            PROPERTY,
+        ),
+    ),
+)
+
+# --- Exercise 4: attention rollout ----------------------------------------------------
+
+
+def _rollout(maps, residual, *, mistake=None):
+    """(B, L, L), float64; the mistakes by name."""
+    combined = None
+    for weights in maps:
+        weights = weights.double()
+        if mistake == "max":
+            A = weights.amax(dim=1)
+        elif mistake == "sum":
+            A = weights.sum(dim=1)
+        else:
+            A = weights.mean(dim=1)  # (B, L, L)
+        if residual and mistake != "no residual":
+            eye = torch.eye(A.shape[-1], dtype=A.dtype)
+            A = A + eye if mistake == "not halved" else (A + eye) / 2
+        if combined is None:
+            combined = A
+        elif mistake == "reversed":
+            combined = combined @ A  # A_1 A_2 ··· A_M
+        elif mistake == "elementwise":
+            combined = A * combined
+        else:
+            combined = A @ combined  # A_M ··· A_1
+    if mistake == "last block":
+        return _rollout(maps[-1:], residual)
+    return combined
+
+
+def _attention_maps(M, B, H, L, seed):
+    """M random attention maps (B, H, L, L), rows summing to 1, not symmetric."""
+    g = torch.Generator().manual_seed(seed)
+    return [
+        (2 * torch.randn(B, H, L, L, generator=g)).softmax(dim=-1) for _ in range(M)
+    ]
+
+
+def _rollout_cases():
+    return [
+        (_attention_maps(2, 1, 4, 5, seed=60), True),
+        (_attention_maps(3, 2, 2, 4, seed=61), True),
+        (_attention_maps(3, 2, 3, 6, seed=62), False),
+        (_attention_maps(1, 2, 4, 3, seed=63), True),  # one block
+    ]
+
+
+def _judge_rollout(cases, outcomes):
+    for (maps, residual), got in each_value(cases, outcomes):
+        want = attention_rollout([m.double() for m in maps], residual)
+        if not close(got, want):
+            _explain_rollout(maps, residual, got, tuple(want.shape))
+
+
+def _explain_rollout(maps, residual, got, shape):
+    """Raise :class:`Failed` with the hint of the mistake that gives ``got``."""
+    if tuple(got.shape) != shape:
+        raise Failed(
+            f"{len(maps)} maps (B, H, L, L) = {tuple(maps[0].shape)} roll out to one "
+            f"(B, L, L) = {shape} per image (the heads averaged), got "
+            f"{tuple(got.shape)}."
+        )
+
+    def made(mistake):
+        return close(got, _rollout(maps, residual, mistake=mistake))
+
+    if len(maps) > 1 and made("reversed"):
+        raise Failed(
+            "Chain the blocks with the last on the left: R = A'_M ··· A'_2 A'_1. "
+            "Token t's row of R follows block M back to block 1, down to the inputs "
+            "(rollout = A' @ rollout, block by block)."
+        )
+    if len(maps) > 1 and made("elementwise"):
+        raise Failed(
+            "Chain the blocks with matrix products (@), not elementwise ones: a "
+            "path from input j to token t may pass through any token in between."
+        )
+    if residual and made("no residual"):
+        raise Failed(
+            "With residual=True count the skip connection as attention to oneself: "
+            "A' = (A + I) / 2 for every block, before chaining."
+        )
+    if residual and made("not halved"):
+        raise Failed(
+            "Halve A + I: A' = (A + I) / 2 keeps every row summing to 1; A + I makes "
+            "the rows sum to 2 per block."
+        )
+    if made("sum"):
+        raise Failed(
+            "Average the heads (mean over dim 1), don't sum them: each row of the "
+            "average still sums to 1."
+        )
+    if made("max"):
+        raise Failed("Average the heads (mean over dim 1), not their maximum.")
+    if len(maps) > 1 and made("last block"):
+        raise Failed(
+            "Chain every block, not only the last: R = A'_M ··· A'_1 with the heads "
+            "of each block averaged."
+        )
+    raise Failed(
+        "For each block: A = the mean over heads, A' = (A + I)/2 with residual; "
+        "then R = A'_M ··· A'_1 (rollout = A' @ rollout, first block first)."
+    )
+
+
+def _random_rollouts(g):
+    cases = []
+    for residual in (True, False):
+        M, B, H = (int(t) for t in torch.randint(1, 5, (3,), generator=g))
+        L = int(torch.randint(2, 20, (), generator=g))
+        maps = [
+            (2 * torch.randn(B, H, L, L, generator=g)).softmax(dim=-1) for _ in range(M)
+        ]
+        cases.append((maps, residual))
+    return cases
+
+
+def _rows_cases():
+    return [
+        (_attention_maps(4, 2, 3, 5, seed=64), True),
+        (_attention_maps(2, 1, 2, 7, seed=65), False),
+    ]
+
+
+def _judge_rows(cases, outcomes):
+    for (maps, _), got in each_value(cases, outcomes):
+        B, _, L, _ = maps[0].shape
+        if tuple(got.shape) != (B, L, L):
+            raise Failed(f"Expected (B, L, L) = {(B, L, L)}.")
+        sums = got.double().sum(dim=-1)
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
+            raise Failed(
+                "Every row of the rollout must sum to 1 (it is a mixture of the "
+                "inputs): average the heads and halve A + I. Your rows sum to "
+                f"{sums.flatten()[0]:.4g}, for one."
+            )
+
+
+def _identity_cases():
+    """Blocks in which every token attends to itself alone."""
+    eye = torch.eye(4).expand(2, 3, 4, 4).clone()  # (B, H, L, L)
+    return [([eye, eye, eye], True), ([eye, eye], False)]
+
+
+def _judge_identity(cases, outcomes):
+    for _, got in each_value(cases, outcomes):
+        if not close(got, torch.eye(4).expand(2, 4, 4)):
+            raise Failed(
+                "When every token attends only to itself, nothing mixes: the rollout "
+                "is the identity, with or without the residual."
+            )
+
+
+ROLLOUT = Exercise(
+    "rollout",
+    "rollout",
+    "Exercise 4: attention rollout",
+    4,
+    (
+        Check("equals tc.attention_rollout", _rollout_cases, _judge_rollout),
+        unseen_check("the same on unseen maps", _random_rollouts, _judge_rollout),
+        Check("every row sums to 1", _rows_cases, _judge_rows, PROPERTY),
+        Check(
+            "no mixing gives the identity", _identity_cases, _judge_identity, PROPERTY
+        ),
+    ),
+)
+
+# --- Exercise 5: what patches cost ------------------------------------------------------
+
+
+def _config(image_size, patch_size, channels, d_model, d_mlp, n_layers, n_classes,
+            class_token):  # fmt: skip
+    return ViTConfig(
+        image_size=image_size,
+        patch_size=patch_size,
+        in_channels=channels,
+        n_classes=n_classes,
+        n_layers=n_layers,
+        n_heads=1,
+        d_model=d_model,
+        d_mlp=d_mlp,
+        pool="cls" if class_token else "mean",
+    )
+
+
+def _flops(image_size, patch_size, channels, d_model, d_mlp, n_layers, n_classes,
+           class_token, *, mistake=None):  # fmt: skip
+    """The total forward FLOPs of one image, with the mistakes by name."""
+    N = (image_size // patch_size) ** 2
+    if mistake == "side":
+        N = image_size // patch_size
+    L = N + 1 if class_token and mistake != "no class token" else N
+    D = d_model
+    attention = 8 * L * D**2 + (0 if mistake == "no L²" else 4 * L**2 * D)
+    mlp = 4 * L * D * (4 * D if mistake == "4D" else d_mlp)
+    embedding = 2 * N * channels * patch_size**2 * D
+    head = 2 * D * n_classes
+    if mistake == "no embedding":
+        embedding = 0
+    if mistake == "no head":
+        head = 0
+    total = embedding + n_layers * (attention + mlp) + head
+    return total // 2 if mistake == "multiply-adds" else total
+
+
+def _flop_cases():
+    return [
+        (8, 2, 1, 32, 64, 2, 10, True),  # the chapter's ViT
+        (8, 4, 1, 16, 64, 1, 10, False),
+        (32, 4, 3, 48, 96, 3, 100, True),
+        (224, 16, 3, 768, 3072, 12, 1000, True),  # ViT-Base/16
+    ]
+
+
+def _judge_flops(cases, outcomes):
+    values = returned_values(outcomes, object)
+    for case, got in zip(cases, values, strict=True):
+        want = flop_count(_config(*case))["total"]
+        if isinstance(got, bool) or not isinstance(got, int | float | torch.Tensor):
+            raise Failed(f"Return a number, not {type(got).__name__}.")
+        if isinstance(got, torch.Tensor):
+            if got.numel() != 1:
+                raise Failed(
+                    f"Return one number, not a tensor of shape {tuple(got.shape)}."
+                )
+            got = got.item()
+        if got == want:
+            continue
+        _explain_flops(case, got)
+
+
+def _explain_flops(case, got):
+    """Raise :class:`Failed` with the hint of the mistake that gives ``got``."""
+    image_size, patch_size, *_, class_token = case
+    where = f"(image {image_size}, p = {patch_size})"
+    if got == _flops(*case, mistake="multiply-adds"):
+        raise Failed("Count 2 FLOPs per multiply-add (one multiply, one add).")
+    if class_token and got == _flops(*case, mistake="no class token"):
+        raise Failed(
+            "With a class token the blocks read L = N + 1 tokens, not N: the patch "
+            "embedding alone sees N."
+        )
+    if got == _flops(*case, mistake="side"):
+        raise Failed(
+            f"N = (H/p)² patches, not H/p {where}: the image is cut both ways."
+        )
+    if got == _flops(*case, mistake="no L²"):
+        raise Failed(
+            "Attention also costs 4·L²·D: the scores Q Kᵀ and the weighted sum of the "
+            "values, 2·L²·D each, besides the projections' 8·L·D²."
+        )
+    if got == _flops(*case, mistake="4D"):
+        raise Failed("The MLP costs 4·L·D·d_mlp: use its own width d_mlp, not 4D.")
+    if got == _flops(*case, mistake="no embedding"):
+        raise Failed("Count the patch embedding too: 2·N·(C·p²)·D.")
+    if got == _flops(*case, mistake="no head"):
+        raise Failed("Count the head too: 2·D·classes.")
+    raise Failed(
+        f"Expected {flop_count(_config(*case))['total']:,} {where}, got {got:,}: "
+        "patch embedding 2·N·C·p²·D, then per block 8·L·D² + 4·L²·D + 4·L·D·d_mlp, "
+        "then the head 2·D·classes."
+    )
+
+
+def _random_flops(g):
+    cases = []
+    for class_token in (True, False):
+        p = int(torch.randint(1, 9, (), generator=g))
+        side = int(torch.randint(1, 17, (), generator=g))
+        D = int(torch.randint(1, 513, (), generator=g))
+        C, M = (int(t) for t in torch.randint(1, 5, (2,), generator=g))
+        d_mlp = int(torch.randint(1, 2049, (), generator=g))
+        classes = int(torch.randint(1, 1001, (), generator=g))
+        cases.append((side * p, p, C, D, d_mlp, M, classes, class_token))
+    return cases
+
+
+FLOPS = Exercise(
+    "vit_flops",
+    "vit_flops",
+    "Exercise 5: what patches cost",
+    2,
+    (
+        Check("equals tc.vit.flop_count", _flop_cases, _judge_flops),
+        unseen_check("the same for unseen models", _random_flops, _judge_flops),
+    ),
+)
+
+EXERCISES: dict[str, Exercise] = {
+    e.key: e for e in (EMBEDDING, CLASS_TOKEN, HEAD, ROLLOUT, FLOPS)
+}
+
+QUIZZES = {
+    "quiz_tokens": Numeric(
+        key="quiz_tokens",
+        question="A ViT with a class token reads the 8×8 digits in 4×4 patches. How "
+        "many tokens do its blocks see?",
+        explanation="(8/4)·(8/4) = 4 patches, plus the class token x_0: 5 tokens, "
+        "each of width D. The patch embedding maps 4·4·1 = 16 pixels to each.",
+        answer=5,
+    ),
+    "quiz_convolution": MultipleChoice(
+        key="quiz_convolution",
+        question="The patch embedding x_n = W p_n + b, for p×p patches of a C-channel "
+        "image, is the same map as which layer?",
+        explanation="A convolution with kernel p and stride p visits each patch "
+        "exactly once, and each of its D filters is one row of W reshaped to "
+        "(C, p, p): nn.Conv2d(C, D, kernel_size=p, stride=p) (PatchEmbedding."
+        "as_conv2d). Its outputs, (B, D, H/p, W/p), flattened row by row and "
+        "transposed, are the tokens.",
+        options=[
+            "nn.Conv2d(C, D, kernel_size=p, stride=p)",
+            "nn.Conv2d(C, D, kernel_size=p, stride=1)",
+            "nn.Conv2d(C, D, kernel_size=1, stride=p)",
+            "nn.Linear(C·H·W, D)",
+        ],
+        answer=0,
+    ),
+    "quiz_shuffle": MultipleChoice(
+        key="quiz_shuffle",
+        question="A ViT without position embeddings, with a class token, is shown a "
+        "digit whose patches have been shuffled. What happens to its prediction?",
+        explanation="Without positions the blocks are permutation equivariant "
+        "(chapter 5): shuffling the patch tokens shuffles their outputs, and the "
+        "class token, which attends to all of them with weights that do not "
+        "depend on their order, ends up exactly the same. The model sees a bag of "
+        "patches; that is why the 16-patch ViT without positions falls from about "
+        "98 % to about 75 %.",
+        options=[
+            "Nothing: the class token's final representation is exactly the same",
+            "It changes, because the class token sits at position 0",
+            "It changes, because the MLP mixes neighbouring patches",
+            "Nothing, but only with mean pooling",
+        ],
+        answer=0,
+    ),
+    "quiz_mlp_dominates": MultipleChoice(
+        key="quiz_mlp_dominates",
+        question="Per block, attention costs 8·L·D² + 4·L²·D FLOPs and the MLP "
+        "(d_mlp = 4D) 16·L·D², for L tokens. When is the MLP the larger part?",
+        explanation="16LD² > 8LD² + 4L²D exactly when 8LD² > 4L²D, that is L < 2D "
+        "(chapter 4's crossover). Large patches give few tokens, so the MLP "
+        "dominates (Turner's footnote 14); small patches give many, and attention's "
+        "L² term takes over.",
+        options=[
+            "When there are fewer than 2D tokens: large patches, few tokens",
+            "When there are more than 2D tokens: small patches, many tokens",
+            "Always: it has four times the width",
+            "Never: attention has the L² term",
+        ],
+        answer=0,
+    ),
+    "quiz_halving": Numeric(
+        key="quiz_halving",
+        question="A ViT without a class token goes from 4×4 to 2×2 patches on the same "
+        "image. By what factor does attention's L² term grow?",
+        explanation="Halving p doubles the patches along each side: 4 times the "
+        "tokens, so L² grows 4² = 16-fold, while the projections and the MLP, "
+        "linear in L, grow 4-fold.",
+        answer=16,
+    ),
+    "quiz_inductive_bias": MultipleChoice(
+        key="quiz_inductive_bias",
+        question="On 1,437 training digits a small CNN beats the ViT. Which "
+        "explanation does the chapter's evidence support?",
+        explanation="A convolution slides the same small filter over every "
+        "position: locality and equivariance to shifts are built in. The ViT's "
+        "patch embedding is local within a patch, but which patches are neighbours "
+        "it must learn through its position table, from few images; without "
+        "positions the 16-patch ViT drops to about 75 %.",
+        options=[
+            "The CNN builds in locality and equivariance to shifts; the ViT must learn "
+            "which patches are neighbours from the data",
+            "Attention cannot represent a convolution",
+            "The ViT has too many parameters to train on a CPU",
+            "The digits are too small to be cut into patches",
+        ],
+        answer=0,
+    ),
+}
