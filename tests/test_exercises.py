@@ -381,3 +381,15 @@ def test_numeric_quizzes_start_blank():
 )
 def test_numbers_typed_into_a_quiz(typed, number):
     assert widgets.parse_number(typed) == number
+
+
+def test_the_notebook_calls_with_the_cases_as_the_grader_loads_them():
+    """Saved and loaded as the grader's sandbox reads them: equal, not the same
+    objects (so ``pool is "cls"`` fails in the notebook as in the grader)."""
+    pool = "cls"
+    tensor = torch.arange(6.0).reshape(2, 3)
+    (loaded,) = core.as_the_grader_loads([[(tensor, pool, 3)]])
+    (got_tensor, got_pool, got_int) = loaded[0]
+    torch.testing.assert_close(got_tensor, tensor)
+    assert got_pool == pool and got_pool is not pool
+    assert got_int == 3

@@ -112,6 +112,15 @@ NO_POOL_ERROR = variant(
     ),
 )
 ALWAYS_MEAN = variant("classify", ("h = features[:, 0]", "h = features.mean(dim=1)"))
+IS_CLS = variant(  # right in a notebook whose strings are interned, not in general
+    "classify", ('if pool == "cls":', 'if pool is "cls":'), ('elif pool == "mean":', 'elif pool is "mean":')
+)  # fmt: skip
+HEIGHT_ONLY = variant(EMBED, ("if height % p or width % p:", "if height % p:"))
+TRANSPOSED = variant("rollout", ("weights.mean(dim=1)", "weights.mean(dim=1).transpose(-2, -1)"))  # fmt: skip
+FLOAT32 = variant(
+    "vit_flops",
+    ("return embedding + n_layers * block + head", "return torch.tensor(embedding + n_layers * block + head, dtype=torch.float32)"),
+)  # fmt: skip
 REVERSED = variant("rollout", ("A @ result", "result @ A"))
 FLOPS = "vit_flops"
 
@@ -172,6 +181,7 @@ MISTAKES = [
     ("classify", variant("classify", ("return h @ weight.T + bias", "return h @ weight.T")), "Add the head's bias"),
     ("classify", ALWAYS_MEAN, 'pool="cls" was treated as pool="mean"'),
     ("classify", variant("classify", ("features.mean(dim=1)", "features.mean(dim=-1)")), "Pool over the tokens"),
+    ("classify", IS_CLS, "use == instead"),
     # --- rollout
     ("rollout", REVERSED, "Chain the blocks with the last on the left"),
     ("rollout", variant("rollout", ("A @ result", "A * result")), "matrix products"),
@@ -180,6 +190,9 @@ MISTAKES = [
     ("rollout", variant("rollout", ("weights.mean(dim=1)", "weights.sum(dim=1)")), "Average the heads"),
     ("rollout", variant("rollout", ("weights.mean(dim=1)", "weights.amax(dim=1)")), "not their maximum"),
     ("rollout", variant("rollout", ("A if result is None else A @ result", "A")), "Chain every block"),
+    ("rollout", variant("rollout", ("residual=True):", "residual=False):")), "give residual the default True"),
+    ("rollout", variant("rollout", ("        if residual:\n", "        if True:\n")), "With residual=False use"),
+    ("rollout", TRANSPOSED, "Keep the maps as they are"),
     # --- vit_flops
     (FLOPS, variant(FLOPS, ("return embedding", "return (embedding"), ("+ head", "+ head) // 2")), "2 FLOPs per multiply-add"),
     (FLOPS, variant(FLOPS, ("L = N + 1 if class_token else N", "L = N")), "L = N + 1 tokens"),
@@ -188,6 +201,13 @@ MISTAKES = [
     (FLOPS, variant(FLOPS, ("4 * L * D * d_mlp", "16 * L * D**2")), "use its own width d_mlp"),
     (FLOPS, variant(FLOPS, ("return embedding + ", "return ")), "Count the patch embedding"),
     (FLOPS, variant(FLOPS, (" + head", "")), "Count the head"),
+    (FLOPS, FLOAT32, "rounded to torch.float32"),
+    (FLOPS, variant(FLOPS, ("return embedding + n_layers * block + head", "import numpy\n    return numpy.array([embedding + n_layers * block + head])")), "not ndarray"),
+    (  # the channels folded into the patches: (B, C·N, p·p)
+        EMBED,
+        variant(EMBED, ("grid = grid.permute(0, 2, 4, 1, 3, 5)", "grid = grid.permute(0, 1, 2, 4, 3, 5)"), ("reshape(B, rows * cols, C * p * p)", "reshape(B, C * rows * cols, p * p)")),
+        "every channel included",
+    ),
 ]  # fmt: skip
 
 
@@ -196,6 +216,7 @@ MISTAKES = [
     MISTAKES,
     ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
 )
+@pytest.mark.filterwarnings("ignore:.*with a literal:SyntaxWarning")  # IS_CLS
 def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
     assert_first_hint(EXERCISES[key], source_code, hint)
 
@@ -224,6 +245,44 @@ def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
             "reads the class token's row only",
         ),
         ("classify", NO_POOL_ERROR, "a ValueError for an unknown pool", "raise a ValueError"),
+        (  # refuses the one unknown pool it was shown
+            "classify",
+            variant("classify", ("    else:\n        raise", '    elif pool == "max":\n        raise'), ("return h @", "else:\n        h = features.mean(dim=1)\n    return h @")),
+            "a ValueError for an unknown pool",
+            "raise a ValueError",
+        ),
+        (
+            "classify",
+            variant("classify", ("got {pool!r}", "got something else")),
+            "a ValueError for an unknown pool",
+            "Name the pool you were given",
+        ),
+        (
+            "classify",
+            variant("classify", ("features.mean(dim=1)", "features.mean(dim=1, keepdim=True)"), ("features[:, 0]", "features[:, :1]")),
+            "mean pooling ignores the order of the tokens",
+            "got (2, 1, 4)",
+        ),
+        (EMBED, HEIGHT_ONLY, "a ValueError when p does not divide the image", "raise a ValueError"),
+        (  # refuses only the sizes of the fixed cases
+            EMBED,
+            variant(EMBED, ("if height % p or width % p:", "if (height, width, p) in {(8, 8, 3), (6, 8, 4), (8, 6, 4)}:")),
+            "a ValueError when p does not divide the image",
+            "raise a ValueError",
+        ),
+        (
+            EMBED,
+            variant(EMBED, ("must divide the image size {height}×{width}", "is wrong")),
+            "a ValueError when p does not divide the image",
+            "Name both sizes",
+        ),
+        ("rollout", TRANSPOSED, "every row sums to 1", "Your columns sum to 1"),
+        (
+            "rollout",
+            variant("rollout", ("weights.mean(dim=1)", "weights.mean(dim=1, keepdim=True)")),
+            "every row sums to 1",
+            "got (2, 1, 5, 5)",
+        ),
         (
             "rollout",
             variant("rollout", ("A = (A + eye) / 2", "A = A + eye")),
@@ -429,8 +488,9 @@ CHAPTER_7 = {
     "embed_patches": NO_ERROR,
     # the class token last
     "vit_input": CLASS_LAST,
-    # honest, with a dict of poolings
-    "classify": HONEST[4][1],
+    # `pool is "cls"`: the grader's strings, read back from a file, are new
+    # objects, and so are the notebook's (core.as_the_grader_loads)
+    "classify": IS_CLS,
     # the blocks chained in the wrong order
     "rollout": REVERSED,
     # honest, with floats
@@ -450,8 +510,18 @@ def test_notebook_and_grader_give_the_same_points(tmp_path, monkeypatch):
         {
             "embed_patches": 4 * 4 / 5,  # loses the error check only
             "vit_input": 0,
-            "classify": 3,
+            "classify": 0,
             "rollout": 0,
             "vit_flops": 2,
         }
     )
+
+
+def test_a_float32_count_fails_every_time():
+    """Not only when the unseen draw happens to exceed 2**24: a fixed case does."""
+    exercise = EXERCISES[FLOPS]
+    function = namespace_from([FLOAT32])[exercise.function]
+    for _ in range(3):
+        report = core.run_exercise(exercise, function)
+        assert not report.results[0].passed
+        assert report.score == 0

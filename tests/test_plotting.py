@@ -237,6 +237,8 @@ def test_loss_curves_draw_runs_and_reference_lines():
     assert ax.get_xlabel() == "step"
     assert ax.get_ylabel() == "cross-entropy (nats)"
     assert ax.get_title()
+    ax = tc.plotting.loss_curves({"ViT": history}, held_out="test")
+    assert [line.get_label() for line in ax.get_lines()] == ["ViT: train", "ViT: test"]
 
 
 def test_loss_curves_name_bad_input():

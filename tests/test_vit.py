@@ -151,7 +151,7 @@ def test_a_vit_block_and_a_gpt_block_with_the_same_weights_agree_without_the_mas
     gpt_block, vit_block = gpt.blocks.blocks[0], model.blocks.blocks[0]
     assert type(gpt_block) is type(vit_block)
     gpt_block.load_state_dict(vit_block.state_dict())  # strict: the same parameters
-    x = model.tokens(images())  # (B, T, D)
+    x = model.tokens(images())  # (B, L, D)
     torch.testing.assert_close(gpt_block(x), vit_block(x))
     assert not torch.allclose(gpt_block(x, is_causal=True), vit_block(x))
 
@@ -163,7 +163,7 @@ def test_class_token_pooling_reads_row_0_and_mean_pooling_averages_the_patches()
     for pool in ("cls", "mean"):
         model = tiny(pool=pool)
         x = images()
-        features = model.features(x)  # (B, T, D)
+        features = model.features(x)  # (B, L, D)
         want = features[:, 0] if pool == "cls" else features.mean(1)
         torch.testing.assert_close(model(x), model.head(want))
     assert tiny(pool="cls").config.n_tokens == 17
@@ -215,14 +215,14 @@ def test_attention_maps_are_each_blocks_weights():
 
 
 def brute_force_rollout(maps, residual):
-    B, _, T, _ = maps[0].shape
-    result = torch.empty(B, T, T, dtype=maps[0].dtype)
+    B, _, L, _ = maps[0].shape
+    result = torch.empty(B, L, L, dtype=maps[0].dtype)
     for b in range(B):
-        r = torch.eye(T, dtype=maps[0].dtype)
+        r = torch.eye(L, dtype=maps[0].dtype)
         for weights in maps:
             a = weights[b].mean(0)
             if residual:
-                a = 0.5 * a + 0.5 * torch.eye(T, dtype=a.dtype)
+                a = 0.5 * a + 0.5 * torch.eye(L, dtype=a.dtype)
             r = a @ r
         result[b] = r
     return result

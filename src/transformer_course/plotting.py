@@ -177,15 +177,14 @@ def patch_tokens_figure(
             str(n),
             color="tab:blue",
             fontsize=7,
-            alpha=0.8,
             ha="left",
             va="top",
             zorder=3,
-            bbox={
+            bbox={  # opaque enough to read on the darkest pixels
                 "boxstyle": "round,pad=0.05",
                 "fc": "white",
                 "ec": "none",
-                "alpha": 0.5,
+                "alpha": 0.85,
             },
         )
     # the followed patch: a thick outline drawn above the grid and the labels
@@ -343,6 +342,7 @@ def loss_curves(
     ax: Axes | None = None,
     title: str = "Training and validation loss",
     smooth: int = 1,
+    held_out: str = "validation",
 ) -> Axes:
     """Chapters 4, 6, 7: loss against step for one or more runs of ``tc.fit``.
 
@@ -355,6 +355,8 @@ def loss_curves(
             the legend (e.g. the uniform ln V, unigram and bigram losses of
             chapter 6).
         smooth: the training loss is averaged over this many steps (1: raw).
+        held_out: what the held-out curve is called in the legend ("test" in
+            chapter 7, whose digits have no separate validation split).
 
     Returns the axes, with labelled axes, a legend and a title.
     """
@@ -386,7 +388,7 @@ def loss_curves(
                 marker="o",
                 ms=4,
                 lw=1.5,
-                label=f"{name}: validation",
+                label=f"{name}: {held_out}",
             )
     for index, (label, value) in enumerate((references or {}).items()):
         ax.axhline(

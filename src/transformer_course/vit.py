@@ -4,14 +4,15 @@ A ViT reads an image as a sequence of patches (Turner §1.1, fig. 2;
 Dosovitskiy et al. 2021):
 
     images (B, C, H, W) -> patches (B, N, C·p·p)            chapter 1's patchify
-                        -> tokens W p_n (B, N, D)           PatchEmbedding
-                        -> [x_0; tokens] + e_n (B, T, D)    class token, positions
-                        -> M pre-norm blocks, no mask, final norm (B, T, D)
+                        -> tokens W p_n + b (B, N, D)       PatchEmbedding
+                        -> [x_0; tokens] + e_n (B, L, D)    class token, positions
+                        -> M pre-norm blocks, no mask, final norm (B, L, D)
                         -> pooled h (B, D) -> logits (B, classes)
 
-with N = (H/p)·(W/p) patches and T = N + 1 tokens with a class token, N
+with N = (H/p)·(W/p) patches and L = N + 1 tokens with a class token, N
 without. Turner's footnote 19 writes the input token as x_n = W p_n + e_n:
-a linear map of the vectorised patch plus a learned position embedding.
+a linear map of the vectorised patch plus a learned position embedding (the
+course's map, an ``nn.Linear``, adds a bias: x_n = W p_n + b + e_n).
 Two ways to pool the final tokens into one vector for the softmax head
 (Turner §4.2): the final representation of a learned class token x_0 that
 attends to every patch ("cls"), or the mean of the patch tokens ("mean").
@@ -102,7 +103,7 @@ class ViTConfig:
 
     @property
     def n_tokens(self) -> int:
-        """T, the sequence the blocks read: N patches, plus the class token."""
+        """L, the sequence the blocks read: N patches, plus the class token."""
         return self.n_patches + (self.pool == "cls")
 
     def block_config(self) -> BlockConfig:
@@ -117,7 +118,7 @@ class ViTConfig:
 
 
 class PatchEmbedding(nn.Module):
-    """Chapter 7: images (B, C, H, W) -> patch tokens (B, N, D), x_n = W p_n + b.
+    """Chapter 7: images (B, C, H, W) -> patch tokens (B, N, D), W p_n + b.
 
     Cut into p×p patches (chapter 1's :func:`~transformer_course.tokens.patchify`,
     each flattened as (C, p, p)), then one linear map shared by every patch.
@@ -193,7 +194,7 @@ class ViT(nn.Module):
 
     Submodules: ``patch_embedding`` (:class:`PatchEmbedding`); ``class_token``
     (1, 1, D), the learned x_0, with ``pool="cls"`` only; ``positions``, a
-    learned table e_n for the T tokens (None with ``positions=False``);
+    learned table e_n for the L tokens (None with ``positions=False``);
     ``blocks``, a chapter-4 :class:`BlockStack` with a final norm; ``head``,
     D -> classes.
     """
@@ -232,9 +233,9 @@ class ViT(nn.Module):
             nn.init.normal_(self.class_token, std=0.02)
 
     def tokens(self, images: torch.Tensor) -> torch.Tensor:
-        """The blocks' input: images (B, C, H, W) -> (B, T, D), x_n = W p_n + e_n.
+        """The blocks' input: images (B, C, H, W) -> (B, L, D), x_n = W p_n + b + e_n.
 
-        With a class token, x_0 comes first (T = N + 1); the position table
+        With a class token, x_0 comes first (L = N + 1); the position table
         has a row for it too.
         """
         x = self.patch_embedding(images)  # (B, N, D)
@@ -242,16 +243,16 @@ class ViT(nn.Module):
             x_0 = self.class_token.expand(x.shape[0], -1, -1)  # (B, 1, D)
             x = torch.cat([x_0, x], dim=1)  # (B, N + 1, D)
         if self.positions is not None:
-            x = self.positions(x)  # + e_n, (B, T, D)
+            x = self.positions(x)  # + e_n, (B, L, D)
         return self.dropout(x)
 
     def features(self, images: torch.Tensor) -> torch.Tensor:
-        """The final representation of every token: (B, T, D), after the final norm."""
+        """The final representation of every token: (B, L, D), after the final norm."""
         return self.blocks(self.tokens(images))  # no mask: every token sees all
 
     def pool(self, features: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, D): the class token's row, or the mean of the patches."""
-        expect_shape(features, "B T D", "features", T=self.config.n_tokens)
+        """(B, L, D) -> (B, D): the class token's row, or the mean of the patches."""
+        expect_shape(features, "B L D", "features", L=self.config.n_tokens)
         if self.config.pool == "cls":
             return features[:, 0]  # (B, D): x_0's final representation
         return features.mean(dim=1)  # (B, D): h = (1/N) Σ_n x_n
@@ -262,17 +263,17 @@ class ViT(nn.Module):
 
     @torch.no_grad()
     def attention_maps(self, images: torch.Tensor) -> list[torch.Tensor]:
-        """Every block's attention weights on ``images``: M tensors (B, H, T, T).
+        """Every block's attention weights on ``images``: M tensors (B, H, L, L).
 
         Row t of head h in block m: how token t spreads its attention over the
-        T tokens (it sums to 1). With a class token, row 0 shows what the
+        L tokens (it sums to 1). With a class token, row 0 shows what the
         class token reads from each patch.
         """
-        x = self.tokens(images)  # (B, T, D)
+        x = self.tokens(images)  # (B, L, D)
         maps = []
         for block in self.blocks.blocks:
-            maps.append(block.attention_weights(x))  # (B, H, T, T)
-            x = block(x)  # (B, T, D)
+            maps.append(block.attention_weights(x))  # (B, H, L, L)
+            x = block(x)  # (B, L, D)
         return maps
 
     def flop_count(self) -> dict[str, int]:
@@ -301,11 +302,11 @@ def flop_count(config: ViTConfig) -> dict[str, int]:
     """Chapter 7: forward FLOPs of a :class:`ViT` for one image, by part and in total.
 
     Two FLOPs per multiply-add. Patch embedding 2·N·(C·p²)·D; each block's
-    attention 8·T·D² + 4·T²·D and MLP 4·T·D·d_mlp (chapter 4's
-    :func:`~transformer_course.block.flop_count` with T tokens, T = N + 1 with a
+    attention 8·L·D² + 4·L²·D and MLP 4·L·D·d_mlp (chapter 4's
+    :func:`~transformer_course.block.flop_count` with L tokens, L = N + 1 with a
     class token); the head 2·D·classes. Norms, activations, biases, the softmax
-    and the pooling are left out. With T = (H/p)² (+1), halving p quadruples the
-    tokens: attention's T² term grows 16-fold, the rest 4-fold (Turner's
+    and the pooling are left out. With L = (H/p)² (+1), halving p quadruples the
+    tokens: attention's L² term grows 16-fold, the rest 4-fold (Turner's
     footnote 14: with large patches, few tokens, the MLP dominates).
     """
     c = config
@@ -325,9 +326,9 @@ def flop_count(config: ViTConfig) -> dict[str, int]:
 
 
 def attention_rollout(maps: list[torch.Tensor], residual: bool = True) -> torch.Tensor:
-    """Chapter 7: attention rolled out across blocks (Abnar & Zuidema 2020): (B, T, T).
+    """Chapter 7: attention rolled out across blocks (Abnar & Zuidema 2020): (B, L, L).
 
-    Each block's weights (B, H, T, T) are averaged over the heads; with
+    Each block's weights (B, H, L, L) are averaged over the heads; with
     ``residual`` the skip connection is counted as attention to oneself,
     A' = (A + I)/2; then the blocks are chained, R = A'_M ··· A'_2 A'_1.
     Row t of R says how much each input token contributes to token t's final
@@ -335,7 +336,7 @@ def attention_rollout(maps: list[torch.Tensor], residual: bool = True) -> torch.
     row sums to 1.
 
     Args:
-        maps: M tensors (B, H, T, T), first block first
+        maps: M tensors (B, H, L, L), first block first
             (:meth:`ViT.attention_maps`).
         residual: count the skip connection (the usual choice).
     """
@@ -343,18 +344,18 @@ def attention_rollout(maps: list[torch.Tensor], residual: bool = True) -> torch.
         raise ValueError("maps: expected the weights of at least one block, got none")
     rollout = None
     for m, weights in enumerate(maps):
-        expect_shape(weights, "B H T T", f"maps[{m}]")
-        if m and weights.shape[::2] != maps[0].shape[::2]:  # (B, T) of every block
+        expect_shape(weights, "B H L L", f"maps[{m}]")
+        if m and weights.shape[::2] != maps[0].shape[::2]:  # (B, L) of every block
             raise ShapeError(
-                f"maps[{m}]: expected shape (B, H, T, T) with B, T = "
+                f"maps[{m}]: expected shape (B, H, L, L) with B, L = "
                 f"{maps[0].shape[0]}, {maps[0].shape[-1]} like maps[0], got "
                 f"{tuple(weights.shape)}"
             )
-        mean = weights.mean(dim=1)  # (B, T, T): the heads averaged
+        mean = weights.mean(dim=1)  # (B, L, L): the heads averaged
         if residual:
             eye = torch.eye(mean.shape[-1], dtype=mean.dtype, device=mean.device)
-            mean = (mean + eye) / 2  # (B, T, T), rows still sum to 1
-        rollout = mean if rollout is None else mean @ rollout  # (B, T, T)
+            mean = (mean + eye) / 2  # (B, L, L), rows still sum to 1
+        rollout = mean if rollout is None else mean @ rollout  # (B, L, L)
     return rollout
 
 

@@ -33,6 +33,7 @@ from .core import (
     each_value,
     returned_values,
     seeded_randn,
+    unseen,
     unseen_check,
 )
 from .widgets import MultipleChoice, Numeric
@@ -102,9 +103,12 @@ def _matmul_failed(outcomes) -> bool:
 
 def _judge_embedding(cases, outcomes):
     if _matmul_failed(outcomes):
+        failed = next(o for o in outcomes if o.raised_a("RuntimeError"))
         raise Failed(
-            "weight is (D, C·p·p), one row per output, as in nn.Linear: with the "
-            "patches in rows, (B, N, C·p·p), the tokens are patches @ weight.T + bias."
+            "Flatten each patch to its C·p·p numbers, every channel included: the "
+            "patches are (B, N, C·p·p) and weight is (D, C·p·p), one row per output "
+            "as in nn.Linear, so the tokens are patches @ weight.T + bias. Your "
+            f"product failed: {failed.message}"
         )
     for (images, weight, bias, p), got in each_value(cases, outcomes):
         want = _reference_embedding(images, weight, bias, p)
@@ -180,8 +184,12 @@ def _locality_cases():
 def _judge_locality(cases, outcomes):
     before, after = returned_values(outcomes)
     shape = (1, 16, 6)
-    if tuple(before.shape) != shape or tuple(after.shape) != shape:
-        raise Failed(f"Expected (B, N, D) = {shape} for 8×8 images and p = 2.")
+    for got in (before, after):
+        if tuple(got.shape) != shape:
+            raise Failed(
+                f"Expected (B, N, D) = {shape} for one 8×8 image, p = 2 and D = 6, "
+                f"got {tuple(got.shape)}."
+            )
     moved = (after.double() - before.double()).abs().amax(dim=-1)[0] > 1e-6  # (N,)
     if moved.tolist() != [n == 6 for n in range(16)]:
         which = [n for n in range(16) if moved[n]]
@@ -192,15 +200,25 @@ def _judge_locality(cases, outcomes):
         )
 
 
-def _embedding_error_cases():
+def _embedding_error_cases(g):
+    """Sizes p does not divide: three fixed, and one drawn afresh each time, so
+    that an answer cannot list the sizes it refuses."""
+    p = int(torch.randint(3, 8, (), generator=g))
+    fits = p * int(torch.randint(1, 4, (), generator=g))  # a side p divides
+    misfits = fits + int(torch.randint(1, p, (), generator=g))  # one it does not
+    H, W = (misfits, fits) if torch.rand((), generator=g) < 0.5 else (fits, misfits)
+    seed = int(torch.randint(0, 2**20, (), generator=g))
     return [
         _embedding_case(1, 1, 8, 8, 3, 4, seed=16),  # 3 divides neither side
         _embedding_case(1, 1, 6, 8, 4, 4, seed=19),  # 4 divides the width only
+        _embedding_case(1, 1, 8, 6, 4, 4, seed=22),  # 4 divides the height only
+        _embedding_case(1, 1, H, W, p, 4, seed=seed),
     ]
 
 
 def _judge_embedding_error(cases, outcomes):
     for (images, _, _, p), outcome in zip(cases, outcomes, strict=True):
+        H, W = images.shape[-2:]
         if not outcome.raised_a("ValueError"):
             got = (
                 f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
@@ -209,8 +227,12 @@ def _judge_embedding_error(cases, outcomes):
                 f"Images {tuple(images.shape)} cannot be cut into {p}×{p} patches: "
                 f"raise a ValueError that names the sizes (got {got})."
             )
-        if str(p) not in outcome.message:
-            raise Failed("Name the patch size in the error message.")
+        side = H if H % p else W  # a side that p does not divide
+        if str(p) not in outcome.message or str(side) not in outcome.message:
+            raise Failed(
+                f"Name both sizes in the error message: for images of {H}×{W} "
+                f"pixels and p = {p}, say that {p} does not divide {side}."
+            )
 
 
 EMBEDDING = Exercise(
@@ -231,7 +253,7 @@ EMBEDDING = Exercise(
         ),
         Check(
             "a ValueError when p does not divide the image",
-            _embedding_error_cases,
+            unseen(_embedding_error_cases),
             _judge_embedding_error,
             PROPERTY,
         ),
@@ -360,7 +382,9 @@ def _judge_same_x0(cases, outcomes):
     for (patch_tokens, class_token, positions), got in each_value(cases, outcomes):
         B, N, D = patch_tokens.shape
         if tuple(got.shape) != (B, N + 1, D):
-            raise Failed(f"Expected (B, N + 1, D) = {(B, N + 1, D)}.")
+            raise Failed(
+                f"Expected (B, N + 1, D) = {(B, N + 1, D)}, got {tuple(got.shape)}."
+            )
         rows = got[:, 0].double()  # (B, D)
         want = (class_token.double() + positions[0].double()).expand(B, D)
         if not close(rows, want):
@@ -430,6 +454,13 @@ def _head_cases():
 
 
 def _judge_head(cases, outcomes):
+    for (*_, pool), outcome in zip(cases, outcomes, strict=True):
+        if outcome.raised_a("ValueError"):
+            raise Failed(
+                f'pool was "{pool}", one of the two choices, yet your function raised '
+                f"ValueError: {outcome.message}. If you test it with `is`, use == "
+                "instead: two equal strings need not be the same object."
+            )
     if _matmul_failed(outcomes):
         raise Failed(
             "Pool over the tokens (dim 1) to get h of shape (B, D), then apply the "
@@ -512,9 +543,20 @@ def _shuffle_cases():
     ]
 
 
+def _logits_shape(outcomes, B, classes):
+    """The returned logits, after checking their shape (B, classes)."""
+    values = returned_values(outcomes)
+    for got in values:
+        if tuple(got.shape) != (B, classes):
+            raise Failed(
+                f"Expected (B, classes) = {(B, classes)} logits, got {tuple(got.shape)}."
+            )
+    return values
+
+
 def _judge_shuffle(cases, outcomes):
-    first, shuffled = returned_values(outcomes)
-    if first.shape != (2, 4) or not close(shuffled, first):
+    first, shuffled = _logits_shape(outcomes, 2, 4)
+    if not close(shuffled, first):
         raise Failed(
             "With mean pooling, shuffling the tokens must not change the logits: "
             "an average does not care about order."
@@ -529,29 +571,43 @@ def _cls_reads_row_0_cases():
 
 
 def _judge_cls_reads_row_0(cases, outcomes):
-    first, changed = returned_values(outcomes)
-    if first.shape != (2, 4) or not close(changed, first):
+    first, changed = _logits_shape(outcomes, 2, 4)
+    if not close(changed, first):
         raise Failed(
             'With pool="cls" the head reads the class token\'s row only: changing '
             "rows 1 ... N must not change the logits."
         )
 
 
-def _unknown_pool_cases():
+#: Pools a learner might expect, all unknown to the course's ViT.
+OTHER_POOLS = ("max", "avg", "average", "sum", "token", "first", "CLS", "Mean", "none")
+
+
+def _unknown_pool_cases(g):
+    """Two unknown pools, drawn afresh: a likely name and a made-up one."""
     features, weight, bias, _ = _head_case(2, 5, 4, 3, "cls", seed=58)
-    return [(features, weight, bias, "max")]
+    likely = OTHER_POOLS[int(torch.randint(len(OTHER_POOLS), (), generator=g))]
+    letters = torch.randint(ord("a"), ord("z") + 1, (6,), generator=g).tolist()
+    made_up = "pool_" + "".join(map(chr, letters))
+    return [(features, weight, bias, likely), (features, weight, bias, made_up)]
 
 
 def _judge_unknown_pool(cases, outcomes):
-    (outcome,) = outcomes
-    if not outcome.raised_a("ValueError"):
-        got = f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
-        raise Failed(
-            'For a pool other than "cls" or "mean", raise a ValueError that names '
-            f"the choices (got {got})."
-        )
-    if "max" not in outcome.message:
-        raise Failed("Name the pool you were given in the error message.")
+    for (*_, pool), outcome in zip(cases, outcomes, strict=True):
+        if not outcome.raised_a("ValueError"):
+            got = (
+                f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
+            )
+            raise Failed(
+                f'For pool="{pool}", or any pool other than "cls" or "mean", raise a '
+                f"ValueError that names the pool you were given, and the choices "
+                f"(got {got})."
+            )
+        if pool not in outcome.message:
+            raise Failed(
+                f'Name the pool you were given in the error message: "{pool}" is '
+                "missing from it."
+            )
 
 
 HEAD = Exercise(
@@ -576,7 +632,7 @@ HEAD = Exercise(
         ),
         Check(
             "a ValueError for an unknown pool",
-            _unknown_pool_cases,
+            unseen(_unknown_pool_cases),
             _judge_unknown_pool,
             PROPERTY,
         ),
@@ -597,7 +653,9 @@ def _rollout(maps, residual, *, mistake=None):
             A = weights.sum(dim=1)
         else:
             A = weights.mean(dim=1)  # (B, L, L)
-        if residual and mistake != "no residual":
+        if mistake == "transposed":
+            A = A.transpose(-2, -1)  # columns summing to 1
+        if (residual and mistake != "no residual") or mistake == "always residual":
             eye = torch.eye(A.shape[-1], dtype=A.dtype)
             A = A + eye if mistake == "not halved" else (A + eye) / 2
         if combined is None:
@@ -627,11 +685,24 @@ def _rollout_cases():
         (_attention_maps(3, 2, 2, 4, seed=61), True),
         (_attention_maps(3, 2, 3, 6, seed=62), False),
         (_attention_maps(1, 2, 4, 3, seed=63), True),  # one block
+        (_attention_maps(2, 2, 2, 4, seed=59),),  # residual by default
     ]
 
 
+def _maps_and_residual(case):
+    """(maps, residual) of a case; a case of the maps alone means residual=True."""
+    maps, *rest = case
+    return maps, (rest[0] if rest else True)
+
+
 def _judge_rollout(cases, outcomes):
-    for (maps, residual), got in each_value(cases, outcomes):
+    for case, got in each_value(cases, outcomes):
+        maps, residual = _maps_and_residual(case)
+        if len(case) == 1 and close(got, _rollout(maps, False)):
+            raise Failed(
+                "rollout(maps), without residual, must count the residual: give "
+                "residual the default True, as in def rollout(maps, residual=True)."
+            )
         want = attention_rollout([m.double() for m in maps], residual)
         if not close(got, want):
             _explain_rollout(maps, residual, got, tuple(want.shape))
@@ -664,6 +735,17 @@ def _explain_rollout(maps, residual, got, shape):
         raise Failed(
             "With residual=True count the skip connection as attention to oneself: "
             "A' = (A + I) / 2 for every block, before chaining."
+        )
+    if not residual and made("always residual"):
+        raise Failed(
+            "With residual=False use each block's averaged map as it is, A' = A: "
+            "add (A + I) / 2 only when residual is True."
+        )
+    if made("transposed"):
+        raise Failed(
+            "Keep the maps as they are, rows for the queries: row t of A says how "
+            "much token t draws from each token, and sums to 1. Transposing them "
+            "makes the columns sum to 1 instead."
         )
     if residual and made("not halved"):
         raise Failed(
@@ -711,8 +793,20 @@ def _judge_rows(cases, outcomes):
     for (maps, _), got in each_value(cases, outcomes):
         B, _, L, _ = maps[0].shape
         if tuple(got.shape) != (B, L, L):
-            raise Failed(f"Expected (B, L, L) = {(B, L, L)}.")
+            raise Failed(
+                f"Expected (B, L, L) = {(B, L, L)}, got {tuple(got.shape)}: average "
+                "the heads (dim 1) away."
+            )
         sums = got.double().sum(dim=-1)
+        columns = got.double().sum(dim=-2)
+        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5) and (
+            torch.allclose(columns, torch.ones_like(columns), atol=1e-5)
+        ):
+            raise Failed(
+                "Your columns sum to 1, not your rows: keep each map's rows as the "
+                "queries (row t: how much token t draws from each token); don't "
+                "transpose them."
+            )
         if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
             raise Failed(
                 "Every row of the rollout must sum to 1 (it is a mixture of the "
@@ -729,6 +823,11 @@ def _identity_cases():
 
 def _judge_identity(cases, outcomes):
     for _, got in each_value(cases, outcomes):
+        if tuple(got.shape) != (2, 4, 4):
+            raise Failed(
+                f"Expected (B, L, L) = (2, 4, 4), got {tuple(got.shape)}: average the "
+                "heads (dim 1) away."
+            )
         if not close(got, torch.eye(4).expand(2, 4, 4)):
             raise Failed(
                 "When every token attends only to itself, nothing mixes: the rollout "
@@ -795,19 +894,30 @@ def _flop_cases():
         (8, 4, 1, 16, 64, 1, 10, False),
         (32, 4, 3, 48, 96, 3, 100, True),
         (224, 16, 3, 768, 3072, 12, 1000, True),  # ViT-Base/16
+        (224, 14, 3, 384, 1536, 12, 1001, True),  # ViT-Small/14: not a float32
     ]
 
 
 def _judge_flops(cases, outcomes):
     values = returned_values(outcomes, object)
-    for case, got in zip(cases, values, strict=True):
+    for case, got, outcome in zip(cases, values, outcomes, strict=True):
         want = flop_count(_config(*case))["total"]
         if isinstance(got, bool) or not isinstance(got, int | float | torch.Tensor):
-            raise Failed(f"Return a number, not {type(got).__name__}.")
+            given = outcome.value_type or type(got).__name__
+            raise Failed(f"Return the count as an int, not {given}.")
         if isinstance(got, torch.Tensor):
             if got.numel() != 1:
                 raise Failed(
                     f"Return one number, not a tensor of shape {tuple(got.shape)}."
+                )
+            if got.dtype in (torch.float16, torch.bfloat16, torch.float32) and (
+                got.item() != want
+                and got.item() == torch.tensor(want, dtype=got.dtype).item()
+            ):
+                raise Failed(
+                    f"Expected {want:,}, got {got.item():,.0f}: that is the count "
+                    f"rounded to {got.dtype}, which holds whole numbers exactly only "
+                    "up to 2²⁴ = 16,777,216 (float32). Count in Python ints."
                 )
             got = got.item()
         if got == want:
