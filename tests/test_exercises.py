@@ -391,5 +391,6 @@ def test_the_notebook_calls_with_the_cases_as_the_grader_loads_them():
     (loaded,) = core.as_the_grader_loads([[(tensor, pool, 3)]])
     (got_tensor, got_pool, got_int) = loaded[0]
     torch.testing.assert_close(got_tensor, tensor)
-    assert got_pool == pool and got_pool is not pool
+    assert got_pool == pool
+    assert got_pool is not pool
     assert got_int == 3
