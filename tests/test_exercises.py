@@ -5,7 +5,13 @@ import sys
 
 import pytest
 import torch
-from exercise_helpers import WRONG, namespace_from, read_source, solution_cells
+from exercise_helpers import (
+    WRONG,
+    namespace_from,
+    read_source,
+    solution_cells,
+    without_markers,
+)
 
 from transformer_course.exercises import chapter, core, widgets
 from transformer_course.exercises.ch01 import EXERCISES, QUIZZES
@@ -394,3 +400,18 @@ def test_the_notebook_calls_with_the_cases_as_the_grader_loads_them():
     assert got_pool == pool
     assert got_pool is not pool
     assert got_int == 3
+
+
+def test_refusing_only_the_fixed_sizes_loses_the_error_check():
+    """The error check draws one size afresh: a table of the fixed ones fails."""
+    source = without_markers(solution_cells(read_source(1))["patchify"])
+    cheat = source.replace(
+        "if H % p or W % p:", "if (H, W, p) in {(8, 8, 3), (6, 8, 4), (8, 6, 4)}:"
+    )
+    assert cheat != source
+    report = core.run_exercise(
+        EXERCISES["patchify"], namespace_from([cheat])["patchify"]
+    )
+    failed = [r.name for r in report.results if not r.passed]
+    assert failed == ["a clear ValueError for sizes that do not divide"]
+    assert report.score < EXERCISES["patchify"].points

@@ -543,3 +543,20 @@ def test_notebook_and_grader_give_the_same_points(tmp_path, monkeypatch):
             "alibi": 2,
         }
     )
+
+
+def test_refusing_only_the_fixed_cases_beyond_the_table_loses_that_check():
+    """The error check draws one case afresh: a table of the fixed ones fails."""
+    cheat = variant(
+        "add_learned_positions",
+        (
+            "if offset + N > max_len:",
+            "if (N, max_len, offset) in {(3, 5, 3), (3, 5, 4), (6, 5, 0)}:",
+        ),
+    )
+    assert_check_hint(
+        EXERCISES["add_learned_positions"],
+        cheat,
+        "a ValueError for positions beyond the table",
+        "raise a ValueError when offset + N > max_len",
+    )

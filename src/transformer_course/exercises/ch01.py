@@ -11,7 +11,16 @@ import torch
 import torch.nn.functional as F
 
 from ..tokens import _merge
-from .core import PROPERTY, Check, Exercise, Failed, returned_values, unseen_check
+from .core import (
+    PROPERTY,
+    Check,
+    Exercise,
+    Failed,
+    returned_values,
+    sizes_p_does_not_divide,
+    unseen,
+    unseen_check,
+)
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -393,16 +402,20 @@ def _judge_patch_values(cases, outcomes):
         )
 
 
-def _patch_error_cases():
+def _patch_error_cases(g):
+    """Three fixed sizes and one drawn afresh, so that an answer cannot list
+    the sizes it refuses."""
+    height, width, p = sizes_p_does_not_divide(g)
     return [
         (_images(1, 1, 8, 8), 3),  # neither side divides
         (_images(1, 1, 6, 8), 4),  # the height does not
         (_images(1, 1, 8, 6), 4),  # only the width does not
+        (torch.randn(1, 1, height, width, generator=g), p),
     ]
 
 
 def _judge_patch_error(cases, outcomes):
-    for outcome in outcomes:
+    for (images, p), outcome in zip(cases, outcomes, strict=True):
         if not outcome.raised_a("ValueError"):
             got = (
                 f"{outcome.error}: {outcome.message}" if outcome.raised else "no error"
@@ -411,8 +424,13 @@ def _judge_patch_error(cases, outcomes):
                 "When the image size is not divisible by the patch size, raise a "
                 f"ValueError that names both sizes (got {got})."
             )
-        if "8" not in outcome.message:
-            raise Failed("Name the image size and the patch size in the error message.")
+        height, width = images.shape[-2:]
+        side = height if height % p else width  # a side p does not divide
+        if str(side) not in outcome.message:
+            raise Failed(
+                "Name the image size and the patch size in the error message "
+                f"(images of {height}×{width} pixels, p = {p})."
+            )
 
 
 def _random_images(g):
@@ -438,7 +456,7 @@ PATCHIFY = Exercise(
         unseen_check("the same on unseen images", _random_images, _judge_patch_values),
         Check(  # a property: raising on every input must not earn points
             "a clear ValueError for sizes that do not divide",
-            _patch_error_cases,
+            unseen(_patch_error_cases),
             _judge_patch_error,
             PROPERTY,
         ),

@@ -35,6 +35,7 @@ from .core import (
     each_value,
     returned_values,
     seeded_randn,
+    unseen,
     unseen_check,
 )
 from .widgets import MultipleChoice, Numeric
@@ -468,12 +469,19 @@ def _random_learned(g):
     return cases
 
 
-def _too_long_cases():
+def _too_long_cases(g):
+    """Three fixed cases and one drawn afresh, so that an answer cannot list the
+    cases it refuses."""
     table = seeded_randn(5, 4, seed=16)
+    N, D = (int(t) for t in torch.randint(1, 7, (2,), generator=g))
+    max_len = N + int(torch.randint(0, 10, (), generator=g))
+    offset = max_len - N + int(torch.randint(1, 4, (), generator=g))  # past the end
+    drawn = (torch.randn(1, N, D, generator=g), torch.randn(max_len, D, generator=g))
     return [
         (seeded_randn(1, 3, 4, seed=17), table, 3),  # positions 3, 4, 5: two rows left
         (seeded_randn(2, 3, 4, seed=18), table, 4),  # one row left: it would broadcast
         (seeded_randn(1, 6, 4, seed=19), table, 0),  # longer than the table
+        (*drawn, offset),
     ]
 
 
@@ -516,7 +524,7 @@ LEARNED = Exercise(
         unseen_check("the same on unseen inputs", _random_learned, _judge_learned),
         Check(
             "a ValueError for positions beyond the table",
-            _too_long_cases,
+            unseen(_too_long_cases),
             _judge_too_long,
             PROPERTY,
         ),

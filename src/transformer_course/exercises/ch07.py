@@ -33,6 +33,7 @@ from .core import (
     each_value,
     returned_values,
     seeded_randn,
+    sizes_p_does_not_divide,
     unseen,
     unseen_check,
 )
@@ -64,7 +65,7 @@ def _patches(images, p, *, order="rows", layout="chw"):
 
 
 def _embedded(images, weight, bias, p, *, transpose=True, with_bias=True, **mistake):
-    """x_n = W p_n + b for every patch: (B, N, D), float64."""
+    """W p_n + b for every patch n: (B, N, D), float64."""
     patches = _patches(images, p, **mistake)  # (B, N, C·p·p)
     weight = weight.double()
     out = patches @ (weight.T if transpose else weight)  # (B, N, D)
@@ -131,13 +132,13 @@ def _explain_embedding(images, weight, bias, p, got, shape):
         return close(got, _embedded(images, weight, bias, p, **mistake))
 
     if embedded(with_bias=False):
-        raise Failed("Add the bias: x_n = W p_n + b, with b of shape (D,).")
+        raise Failed("Add the bias: token n is W p_n + b, with b of shape (D,).")
     if weight.shape[0] == weight.shape[1] and (
         embedded(transpose=False) or embedded(transpose=False, with_bias=False)
     ):
         raise Failed(
             "weight is (D, C·p·p), one row per output, as in nn.Linear: with the "
-            "patches in rows, x_n = W p_n is patches @ weight.T."
+            "patches in rows, the W p_n are patches @ weight.T."
         )
     if embedded(order="columns"):
         raise Failed(
@@ -203,10 +204,7 @@ def _judge_locality(cases, outcomes):
 def _embedding_error_cases(g):
     """Sizes p does not divide: three fixed, and one drawn afresh each time, so
     that an answer cannot list the sizes it refuses."""
-    p = int(torch.randint(3, 8, (), generator=g))
-    fits = p * int(torch.randint(1, 4, (), generator=g))  # a side p divides
-    misfits = fits + int(torch.randint(1, p, (), generator=g))  # one it does not
-    H, W = (misfits, fits) if torch.rand((), generator=g) < 0.5 else (fits, misfits)
+    H, W, p = sizes_p_does_not_divide(g)
     seed = int(torch.randint(0, 2**20, (), generator=g))
     return [
         _embedding_case(1, 1, 8, 8, 3, 4, seed=16),  # 3 divides neither side
@@ -241,9 +239,7 @@ EMBEDDING = Exercise(
     "Exercise 1: patches to tokens",
     4,
     (
-        Check(
-            "equals patchify, then x_n = W p_n + b", _embedding_cases, _judge_embedding
-        ),
+        Check("equals patchify, then W p_n + b", _embedding_cases, _judge_embedding),
         unseen_check("the same on unseen images", _random_embeddings, _judge_embedding),
         Check(
             "each token depends on its own patch only",
@@ -997,7 +993,7 @@ QUIZZES = {
     ),
     "quiz_convolution": MultipleChoice(
         key="quiz_convolution",
-        question="The patch embedding x_n = W p_n + b, for p×p patches of a C-channel "
+        question="The patch embedding, W p_n + b, for p×p patches of a C-channel "
         "image, is the same map as which layer?",
         explanation="A convolution with kernel p and stride p visits each patch "
         "exactly once, and each of its D filters is one row of W reshaped to "

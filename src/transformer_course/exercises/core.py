@@ -221,6 +221,20 @@ def unseen(make: Callable[[torch.Generator], list[tuple]]) -> Callable[[], list[
     return cases
 
 
+def sizes_p_does_not_divide(g: torch.Generator) -> tuple[int, int, int]:
+    """(height, width, p), drawn from ``g``, with p in 3..7 dividing one side only.
+
+    For the error checks of chapters 1 and 7: drawn afresh (with :func:`unseen`),
+    so that an answer cannot list the sizes it refuses.
+    """
+    p = int(torch.randint(3, 8, (), generator=g))
+    fits = p * int(torch.randint(1, 4, (), generator=g))  # a side p divides
+    misfits = fits + int(torch.randint(1, p, (), generator=g))  # one it does not
+    if torch.rand((), generator=g) < 0.5:
+        return misfits, fits, p
+    return fits, misfits, p
+
+
 def unseen_check(name: str, make, judge) -> Check:
     """A check on inputs drawn afresh each time (see :func:`unseen`)."""
     return Check(name, unseen(make), judge, UNSEEN)
