@@ -415,3 +415,18 @@ def test_refusing_only_the_fixed_sizes_loses_the_error_check():
     failed = [r.name for r in report.results if not r.passed]
     assert failed == ["a clear ValueError for sizes that do not divide"]
     assert report.score < EXERCISES["patchify"].points
+
+
+def test_an_error_message_without_the_patch_size_loses_the_error_check():
+    source = without_markers(solution_cells(read_source(1))["patchify"])
+    vague = source.replace("by patch size {p}", "by the patch size")
+    assert vague != source
+    report = core.run_exercise(
+        EXERCISES["patchify"], namespace_from([vague])["patchify"]
+    )
+    failed = {r.name: r.hint for r in report.results if not r.passed}
+    assert list(failed) == ["a clear ValueError for sizes that do not divide"]
+    assert (
+        "Name the image size and the patch size"
+        in failed["a clear ValueError for sizes that do not divide"]
+    )

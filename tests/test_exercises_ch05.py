@@ -560,3 +560,23 @@ def test_refusing_only_the_fixed_cases_beyond_the_table_loses_that_check():
         "a ValueError for positions beyond the table",
         "raise a ValueError when offset + N > max_len",
     )
+
+
+def test_an_error_from_narrow_past_the_end_fails_every_time():
+    """narrow raises IndexError, not RuntimeError, when offset > max_len: a fixed
+    case starts past the end, so the check does not depend on the fresh draw."""
+    narrow = (
+        "def add_learned_positions(x, table, offset=0):\n"
+        "    try:\n"
+        "        rows = table.narrow(0, offset, x.shape[1])\n"
+        "    except RuntimeError as error:\n"
+        "        raise ValueError(str(error)) from error\n"
+        "    return x + rows\n"
+    )
+    for _ in range(5):
+        assert_check_hint(
+            EXERCISES["add_learned_positions"],
+            narrow,
+            "a ValueError for positions beyond the table",
+            "raise a ValueError",
+        )

@@ -202,6 +202,7 @@ MISTAKES = [
     (FLOPS, variant(FLOPS, ("return embedding + ", "return ")), "Count the patch embedding"),
     (FLOPS, variant(FLOPS, (" + head", "")), "Count the head"),
     (FLOPS, FLOAT32, "rounded to torch.float32"),
+    (FLOPS, FLOAT32.replace("dtype=torch.float32)", "dtype=torch.float32).item()"), "rounded to float32"),
     (FLOPS, variant(FLOPS, ("return embedding + n_layers * block + head", "import numpy\n    return numpy.array([embedding + n_layers * block + head])")), "not ndarray"),
     (  # the channels folded into the patches: (B, C·N, p·p)
         EMBED,
@@ -264,6 +265,18 @@ def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
             "got (2, 1, 4)",
         ),
         (EMBED, HEIGHT_ONLY, "a ValueError when p does not divide the image", "raise a ValueError"),
+        (  # both sides off, by remainders that add up to p
+            EMBED,
+            variant(EMBED, ("if height % p or width % p:", "if (height + width) % p:")),
+            "a ValueError when p does not divide the image",
+            "raise a ValueError",
+        ),
+        (  # "CLS" and "Mean" are not the pools
+            "classify",
+            variant("classify", ('if pool == "cls":', 'pool = pool.lower()\n    if pool == "cls":')),
+            "a ValueError for an unknown pool",
+            'For pool="CLS"',
+        ),
         (  # refuses only the sizes of the fixed cases
             EMBED,
             variant(EMBED, ("if height % p or width % p:", "if (height, width, p) in {(8, 8, 3), (6, 8, 4), (8, 6, 4)}:")),

@@ -410,6 +410,7 @@ def _patch_error_cases(g):
         (_images(1, 1, 8, 8), 3),  # neither side divides
         (_images(1, 1, 6, 8), 4),  # the height does not
         (_images(1, 1, 8, 6), 4),  # only the width does not
+        (_images(1, 1, 6, 10), 4),  # neither, remainders 2 + 2 = p
         (torch.randn(1, 1, height, width, generator=g), p),
     ]
 
@@ -426,7 +427,7 @@ def _judge_patch_error(cases, outcomes):
             )
         height, width = images.shape[-2:]
         side = height if height % p else width  # a side p does not divide
-        if str(side) not in outcome.message:
+        if str(side) not in outcome.message or str(p) not in outcome.message:
             raise Failed(
                 "Name the image size and the patch size in the error message "
                 f"(images of {height}×{width} pixels, p = {p})."

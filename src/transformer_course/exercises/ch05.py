@@ -473,16 +473,21 @@ def _too_long_cases(g):
     """Three fixed cases and one drawn afresh, so that an answer cannot list the
     cases it refuses."""
     table = seeded_randn(5, 4, seed=16)
-    N, D = (int(t) for t in torch.randint(1, 7, (2,), generator=g))
-    max_len = N + int(torch.randint(0, 10, (), generator=g))
-    offset = max_len - N + int(torch.randint(1, 4, (), generator=g))  # past the end
-    drawn = (torch.randn(1, N, D, generator=g), torch.randn(max_len, D, generator=g))
-    return [
+    fixed = [
         (seeded_randn(1, 3, 4, seed=17), table, 3),  # positions 3, 4, 5: two rows left
         (seeded_randn(2, 3, 4, seed=18), table, 4),  # one row left: it would broadcast
         (seeded_randn(1, 6, 4, seed=19), table, 0),  # longer than the table
-        (*drawn, offset),
+        (seeded_randn(1, 1, 4, seed=15), table, 6),  # starts past the end
     ]
+    sizes = {(x.shape[1], len(t), offset) for x, t, offset in fixed}
+    while True:  # (N, max_len, offset) unlike every fixed case
+        N, D = (int(t) for t in torch.randint(1, 7, (2,), generator=g))
+        max_len = N + int(torch.randint(0, 10, (), generator=g))
+        offset = max_len - N + int(torch.randint(1, 4, (), generator=g))  # too far
+        if (N, max_len, offset) not in sizes:
+            break
+    drawn = (torch.randn(1, N, D, generator=g), torch.randn(max_len, D, generator=g))
+    return [*fixed, (*drawn, offset)]
 
 
 def _judge_too_long(cases, outcomes):

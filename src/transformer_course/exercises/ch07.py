@@ -210,6 +210,7 @@ def _embedding_error_cases(g):
         _embedding_case(1, 1, 8, 8, 3, 4, seed=16),  # 3 divides neither side
         _embedding_case(1, 1, 6, 8, 4, 4, seed=19),  # 4 divides the width only
         _embedding_case(1, 1, 8, 6, 4, 4, seed=22),  # 4 divides the height only
+        _embedding_case(1, 1, 6, 10, 4, 4, seed=25),  # neither, remainders 2 + 2 = p
         _embedding_case(1, 1, H, W, p, 4, seed=seed),
     ]
 
@@ -491,7 +492,8 @@ def _explain_head(features, weight, bias, pool, got):
     if made(None, as_pool=other):
         raise Failed(
             f'pool="{pool}" was treated as pool="{other}": "cls" reads row 0, the '
-            'class token x_0; "mean" averages every row.'
+            'class token x_0; "mean" averages every row. (Compare strings with ==, '
+            "not `is`: two equal strings need not be the same object.)"
         )
     if pool == "cls" and made("last row"):
         raise Failed(
@@ -580,12 +582,14 @@ OTHER_POOLS = ("max", "avg", "average", "sum", "token", "first", "CLS", "Mean", 
 
 
 def _unknown_pool_cases(g):
-    """Two unknown pools, drawn afresh: a likely name and a made-up one."""
+    """Every likely unknown pool, and a made-up name drawn afresh."""
     features, weight, bias, _ = _head_case(2, 5, 4, 3, "cls", seed=58)
-    likely = OTHER_POOLS[int(torch.randint(len(OTHER_POOLS), (), generator=g))]
-    letters = torch.randint(ord("a"), ord("z") + 1, (6,), generator=g).tolist()
-    made_up = "pool_" + "".join(map(chr, letters))
-    return [(features, weight, bias, likely), (features, weight, bias, made_up)]
+    length = int(torch.randint(3, 9, (), generator=g))
+    letters = torch.randint(ord("a"), ord("z") + 1, (length,), generator=g).tolist()
+    made_up = "".join(map(chr, letters))  # never "cls" or "mean": checked below
+    if made_up in POOLS:
+        made_up += "x"
+    return [(features, weight, bias, pool) for pool in (*OTHER_POOLS, made_up)]
 
 
 def _judge_unknown_pool(cases, outcomes):
@@ -918,6 +922,12 @@ def _judge_flops(cases, outcomes):
             got = got.item()
         if got == want:
             continue
+        if isinstance(got, float) and got == torch.tensor(want).float().item():
+            raise Failed(
+                f"Expected {want:,}, got {got:,.0f}: that is the count rounded to "
+                "float32, which holds whole numbers exactly only up to 2²⁴ = "
+                "16,777,216. Count in Python ints."
+            )
         _explain_flops(case, got)
 
 
