@@ -311,12 +311,9 @@ def flop_count(config: ViTConfig) -> dict[str, int]:
     """
     c = config
     per_block = block_flop_count(c.block_config(), c.n_tokens)
+    patch_length = c.in_channels * c.patch_size**2  # C·p², one flattened patch
     counts = {
-        "patch embedding": 2
-        * c.n_patches
-        * c.in_channels
-        * c.patch_size**2
-        * c.d_model,
+        "patch embedding": 2 * c.n_patches * patch_length * c.d_model,
         "attention": c.n_layers * per_block["attention"],
         "mlp": c.n_layers * per_block["mlp"],
         "head": 2 * c.d_model * c.n_classes,

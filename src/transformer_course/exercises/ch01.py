@@ -16,6 +16,7 @@ from .core import (
     Check,
     Exercise,
     Failed,
+    names_the_sizes,
     returned_values,
     sizes_p_does_not_divide,
     unseen,
@@ -403,16 +404,8 @@ def _judge_patch_values(cases, outcomes):
 
 
 def _patch_error_cases(g):
-    """Three fixed sizes and one drawn afresh, so that an answer cannot list
-    the sizes it refuses."""
-    height, width, p = sizes_p_does_not_divide(g)
-    return [
-        (_images(1, 1, 8, 8), 3),  # neither side divides
-        (_images(1, 1, 6, 8), 4),  # the height does not
-        (_images(1, 1, 8, 6), 4),  # only the width does not
-        (_images(1, 1, 6, 10), 4),  # neither, remainders 2 + 2 = p
-        (torch.randn(1, 1, height, width, generator=g), p),
-    ]
+    """Four fixed sizes and one drawn afresh (:func:`.core.sizes_p_does_not_divide`)."""
+    return [(_images(1, 1, H, W), p) for H, W, p in sizes_p_does_not_divide(g)]
 
 
 def _judge_patch_error(cases, outcomes):
@@ -426,8 +419,7 @@ def _judge_patch_error(cases, outcomes):
                 f"ValueError that names both sizes (got {got})."
             )
         height, width = images.shape[-2:]
-        side = height if height % p else width  # a side p does not divide
-        if str(side) not in outcome.message or str(p) not in outcome.message:
+        if not names_the_sizes(outcome.message, height, width, p):
             raise Failed(
                 "Name the image size and the patch size in the error message "
                 f"(images of {height}×{width} pixels, p = {p})."

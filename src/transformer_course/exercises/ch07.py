@@ -31,6 +31,8 @@ from .core import (
     Failed,
     close,
     each_value,
+    expect_returned_shape,
+    names_the_sizes,
     returned_values,
     seeded_randn,
     sizes_p_does_not_divide,
@@ -184,13 +186,10 @@ def _locality_cases():
 
 def _judge_locality(cases, outcomes):
     before, after = returned_values(outcomes)
-    shape = (1, 16, 6)
     for got in (before, after):
-        if tuple(got.shape) != shape:
-            raise Failed(
-                f"Expected (B, N, D) = {shape} for one 8×8 image, p = 2 and D = 6, "
-                f"got {tuple(got.shape)}."
-            )
+        expect_returned_shape(
+            got, (1, 16, 6), "(B, N, D)", "one 8×8 image, p = 2 and D = 6"
+        )
     moved = (after.double() - before.double()).abs().amax(dim=-1)[0] > 1e-6  # (N,)
     if moved.tolist() != [n == 6 for n in range(16)]:
         which = [n for n in range(16) if moved[n]]
@@ -202,16 +201,10 @@ def _judge_locality(cases, outcomes):
 
 
 def _embedding_error_cases(g):
-    """Sizes p does not divide: three fixed, and one drawn afresh each time, so
-    that an answer cannot list the sizes it refuses."""
-    H, W, p = sizes_p_does_not_divide(g)
-    seed = int(torch.randint(0, 2**20, (), generator=g))
+    """Four fixed sizes and one drawn afresh (:func:`.core.sizes_p_does_not_divide`)."""
     return [
-        _embedding_case(1, 1, 8, 8, 3, 4, seed=16),  # 3 divides neither side
-        _embedding_case(1, 1, 6, 8, 4, 4, seed=19),  # 4 divides the width only
-        _embedding_case(1, 1, 8, 6, 4, 4, seed=22),  # 4 divides the height only
-        _embedding_case(1, 1, 6, 10, 4, 4, seed=25),  # neither, remainders 2 + 2 = p
-        _embedding_case(1, 1, H, W, p, 4, seed=seed),
+        _embedding_case(1, 1, H, W, p, 4, seed=16)
+        for H, W, p in sizes_p_does_not_divide(g)
     ]
 
 
@@ -226,8 +219,8 @@ def _judge_embedding_error(cases, outcomes):
                 f"Images {tuple(images.shape)} cannot be cut into {p}×{p} patches: "
                 f"raise a ValueError that names the sizes (got {got})."
             )
-        side = H if H % p else W  # a side that p does not divide
-        if str(p) not in outcome.message or str(side) not in outcome.message:
+        if not names_the_sizes(outcome.message, H, W, p):
+            side = H if H % p else W  # a side that p does not divide
             raise Failed(
                 f"Name both sizes in the error message: for images of {H}×{W} "
                 f"pixels and p = {p}, say that {p} does not divide {side}."
@@ -378,10 +371,7 @@ def _same_x0_cases():
 def _judge_same_x0(cases, outcomes):
     for (patch_tokens, class_token, positions), got in each_value(cases, outcomes):
         B, N, D = patch_tokens.shape
-        if tuple(got.shape) != (B, N + 1, D):
-            raise Failed(
-                f"Expected (B, N + 1, D) = {(B, N + 1, D)}, got {tuple(got.shape)}."
-            )
+        expect_returned_shape(got, (B, N + 1, D), "(B, N + 1, D)")
         rows = got[:, 0].double()  # (B, D)
         want = (class_token.double() + positions[0].double()).expand(B, D)
         if not close(rows, want):
@@ -545,10 +535,9 @@ def _logits_shape(outcomes, B, classes):
     """The returned logits, after checking their shape (B, classes)."""
     values = returned_values(outcomes)
     for got in values:
-        if tuple(got.shape) != (B, classes):
-            raise Failed(
-                f"Expected (B, classes) = {(B, classes)} logits, got {tuple(got.shape)}."
-            )
+        expect_returned_shape(
+            got, (B, classes), "(B, classes)", "one row of logits per image"
+        )
     return values
 
 
@@ -644,6 +633,8 @@ HEAD = Exercise(
 
 def _rollout(maps, residual, *, mistake=None):
     """(B, L, L), float64; the mistakes by name."""
+    if mistake == "last block":
+        maps = maps[-1:]
     combined = None
     for weights in maps:
         weights = weights.double()
@@ -666,8 +657,6 @@ def _rollout(maps, residual, *, mistake=None):
             combined = A * combined
         else:
             combined = A @ combined  # A_M ··· A_1
-    if mistake == "last block":
-        return _rollout(maps[-1:], residual)
     return combined
 
 
@@ -782,6 +771,10 @@ def _random_rollouts(g):
     return cases
 
 
+#: The hint for a rollout that kept the heads axis.
+HEADS_AVERAGED = "average the heads (dim 1) away"
+
+
 def _rows_cases():
     return [
         (_attention_maps(4, 2, 3, 5, seed=64), True),
@@ -792,11 +785,7 @@ def _rows_cases():
 def _judge_rows(cases, outcomes):
     for (maps, _), got in each_value(cases, outcomes):
         B, _, L, _ = maps[0].shape
-        if tuple(got.shape) != (B, L, L):
-            raise Failed(
-                f"Expected (B, L, L) = {(B, L, L)}, got {tuple(got.shape)}: average "
-                "the heads (dim 1) away."
-            )
+        expect_returned_shape(got, (B, L, L), "(B, L, L)", HEADS_AVERAGED)
         sums = got.double().sum(dim=-1)
         columns = got.double().sum(dim=-2)
         if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5) and (
@@ -823,11 +812,7 @@ def _identity_cases():
 
 def _judge_identity(cases, outcomes):
     for _, got in each_value(cases, outcomes):
-        if tuple(got.shape) != (2, 4, 4):
-            raise Failed(
-                f"Expected (B, L, L) = (2, 4, 4), got {tuple(got.shape)}: average the "
-                "heads (dim 1) away."
-            )
+        expect_returned_shape(got, (2, 4, 4), "(B, L, L)", HEADS_AVERAGED)
         if not close(got, torch.eye(4).expand(2, 4, 4)):
             raise Failed(
                 "When every token attends only to itself, nothing mixes: the rollout "

@@ -12,7 +12,8 @@ Phase 1 is the same code in the notebook and in the grader
 (:func:`.runner.call_cases`): inputs deep-copied before every call, forbidden
 functions detected, the course package refused, results turned into plain data
 within size limits. In a notebook both phases run in the kernel (instant
-feedback). The grader (``python -m transformer_course.grade``) runs phase 1 in a
+feedback), on the inputs as the grader's sandbox reads them back from a file
+(:func:`as_the_grader_loads`). The grader (``python -m transformer_course.grade``) runs phase 1 in a
 sandbox that holds the submission and not the course package, and phase 2 in its
 own process, where submitted code never runs: redefining or monkeypatching checks
 in the notebook cannot change a score.
@@ -221,18 +222,34 @@ def unseen(make: Callable[[torch.Generator], list[tuple]]) -> Callable[[], list[
     return cases
 
 
-def sizes_p_does_not_divide(g: torch.Generator) -> tuple[int, int, int]:
-    """(height, width, p), drawn from ``g``, with p in 3..7 dividing one side only.
+def sizes_p_does_not_divide(g: torch.Generator) -> list[tuple[int, int, int]]:
+    """Image sizes that patches of p do not tile: (height, width, p) tuples.
 
-    For the error checks of chapters 1 and 7: drawn afresh (with :func:`unseen`),
+    For the error checks of chapters 1 and 7: p divides neither side, the width
+    only, the height only, neither by remainders that add up to p; then one size
+    drawn from ``g`` (p in 3..7, dividing one side), afresh with :func:`unseen`,
     so that an answer cannot list the sizes it refuses.
     """
     p = int(torch.randint(3, 8, (), generator=g))
     fits = p * int(torch.randint(1, 4, (), generator=g))  # a side p divides
     misfits = fits + int(torch.randint(1, p, (), generator=g))  # one it does not
-    if torch.rand((), generator=g) < 0.5:
-        return misfits, fits, p
-    return fits, misfits, p
+    drawn = (misfits, fits) if torch.rand((), generator=g) < 0.5 else (fits, misfits)
+    return [(8, 8, 3), (6, 8, 4), (8, 6, 4), (6, 10, 4), (*drawn, p)]
+
+
+def names_the_sizes(message: str, height: int, width: int, p: int) -> bool:
+    """Does an error message name p and a side of the image that p does not divide?"""
+    side = height if height % p else width
+    return str(p) in message and str(side) in message
+
+
+def expect_returned_shape(got: torch.Tensor, shape: tuple, name: str, note=""):
+    """Raise :class:`Failed` unless ``got`` has ``shape``, which ``name`` spells
+    out, e.g. ``"(B, L, L)"``: "Expected (B, L, L) = (2, 5, 5), got (2, 1, 5, 5)",
+    then ``note``, a hint or the sizes the shape comes from."""
+    if tuple(got.shape) != tuple(shape):
+        note = f": {note}" if note else ""
+        raise Failed(f"Expected {name} = {tuple(shape)}, got {tuple(got.shape)}{note}.")
 
 
 def unseen_check(name: str, make, judge) -> Check:
