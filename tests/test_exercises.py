@@ -161,16 +161,38 @@ def test_usual_mistake_fails_the_intended_check_with_its_hint(key, source, check
     assert 0 <= report.score < exercise.points
 
 
-def test_value_checks_carry_the_score():
-    # merge_pair: 3 value checks, 1 unseen check and 2 property checks ("returns
-    # a list", "leaves its inputs unchanged"), weight 1 each. Overlapping merges
-    # fail one value check (and the unseen one): 2 value checks earn 2/6; the
-    # other checks count only when every value check passes.
+def test_a_wrong_answer_earns_nothing_once_unseen_inputs_fail():
+    # merge_pair: 3 value checks, 1 unseen check and 2 property checks. Overlapping
+    # merges fail one value check and the unseen one: wrong on inputs drawn
+    # afresh, so nothing, though two value checks pass (2/6 before issue 20).
     report = core.run_exercise(
         EXERCISES["merge_pair"], fn(WRONG["merge_pair"], "merge_pair")
     )
     assert report.passed_count == 4
-    assert report.score == pytest.approx(3 * 2 / 6)
+    assert "the same on unseen lists" in failing(report)
+    assert report.score == 0
+
+
+IN_PLACE_MERGE = (
+    "def merge_pair(ids, pair, new_id):\n"
+    "    out, i = [], 0\n"
+    "    while i < len(ids):\n"
+    "        if tuple(ids[i:i + 2]) == tuple(pair):\n"
+    "            out.append(new_id)\n"
+    "            i += 2\n"
+    "        else:\n"
+    "            out.append(ids[i])\n"
+    "            i += 1\n"
+    "    ids.clear()  # changes the caller's list\n"
+    "    return out\n"
+)
+
+
+def test_right_values_with_a_failed_property_earn_partial_credit():
+    # every value and the unseen check pass; "leaves its inputs unchanged" fails
+    report = core.run_exercise(EXERCISES["merge_pair"], fn(IN_PLACE_MERGE, "merge_pair"))
+    assert list(failing(report)) == [core.INPUTS_UNCHANGED]
+    assert report.score == pytest.approx(3 * 5 / 6)
 
 
 def test_an_answer_right_only_on_the_fixed_inputs_earns_nothing():
@@ -279,8 +301,8 @@ def test_check_widget_lists_failures_with_hints():
 
 def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
-    score = chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair"))
-    assert score == pytest.approx(3 * 2 / 6)
+    score = chapter(1).check("merge_pair", fn(IN_PLACE_MERGE, "merge_pair"))
+    assert score == pytest.approx(3 * 5 / 6)
 
 
 def test_multiple_choice_quiz_grades_and_explains():
@@ -429,4 +451,41 @@ def test_an_error_message_without_the_patch_size_loses_the_error_check():
     assert (
         "Name the image size and the patch size"
         in failed["a clear ValueError for sizes that do not divide"]
+    )
+
+
+def test_quiz_option_lengths_do_not_give_the_answer_away():
+    """Picking the longest (or the shortest) option must not be a winning strategy:
+    the right option is among the longest in at most a third of the quizzes, and
+    among the shortest in at most a third (ties count)."""
+    import importlib
+
+    from transformer_course.exercises import CHAPTERS
+    from transformer_course.exercises.widgets import MultipleChoice
+
+    quizzes = []
+    for module in CHAPTERS.values():
+        chapter_module = importlib.import_module(f"transformer_course.exercises.{module}")
+        quizzes += [
+            (f"{module}.{key}", quiz)
+            for key, quiz in chapter_module.QUIZZES.items()
+            if isinstance(quiz, MultipleChoice)
+        ]
+    assert len(quizzes) >= 9
+    longest, shortest = [], []
+    for name, quiz in quizzes:
+        lengths = [len(option) for option in quiz.options]
+        right = lengths[quiz.answer]
+        if right == max(lengths):
+            longest.append(f"{name} ({right} of {lengths})")
+        if right == min(lengths):
+            shortest.append(f"{name} ({right} of {lengths})")
+    limit = len(quizzes) / 3
+    assert len(longest) <= limit, (
+        f"the right option is the longest in {len(longest)} of {len(quizzes)} "
+        "quizzes: " + "; ".join(longest)
+    )
+    assert len(shortest) <= limit, (
+        f"the right option is the shortest in {len(shortest)} of {len(quizzes)} "
+        "quizzes: " + "; ".join(shortest)
     )

@@ -16,6 +16,7 @@ from .core import (
     Check,
     Exercise,
     Failed,
+    close,
     names_the_sizes,
     returned_values,
     sizes_p_does_not_divide,
@@ -302,7 +303,7 @@ def _judge_embed_values(cases, outcomes):
                 f"The result should have the table's dtype ({table.dtype}), got "
                 f"{value.dtype}: convert the one-hot matrix with .to(table.dtype)."
             )
-        if not torch.allclose(value, F.embedding(ids, table)):
+        if not close(value, F.embedding(ids, table)):
             raise Failed("Row n of the result should be row ids[n] of the table.")
 
 
@@ -377,7 +378,7 @@ def _judge_patch_values(cases, outcomes):
     for (images, p), outcome in zip(cases, outcomes, strict=True):
         want = _unfold_reference(images, p)
         got = outcome.value
-        if torch.allclose(got, want):
+        if close(got, want):
             continue
         b, c, h, w = images.shape
         grid = (
@@ -385,14 +386,14 @@ def _judge_patch_values(cases, outcomes):
             .transpose(1, 2)
             .reshape(b, -1, want.shape[-1])
         )
-        if torch.allclose(got, grid):
+        if close(got, grid):
             raise Failed(
                 "Number the patches row by row (left to right, then top to "
                 "bottom), not column by column."
             )
         if c > 1:
             hwc = want.reshape(b, -1, c, p * p).transpose(2, 3).reshape(want.shape)
-            if torch.allclose(got, hwc):
+            if close(got, hwc):
                 raise Failed(
                     "Flatten each patch channel first, as (C, p, p), the layout of "
                     "F.unfold and of a Conv2d weight."
@@ -467,7 +468,7 @@ QUIZZES = {
         "course's code use for a batch of B sequences?",
         explanation="The code keeps tokens as rows, with the batch first: (B, N, D). "
         "Turner's X is the transpose of one (N, D) slice.",
-        options=["(B, N, D)", "(B, D, N)", "(N, B, D)", "(D, N)"],
+        options=["(B, N, D)", "(B, D, N)", "(B × N, D)", "(D, N)"],
         answer=0,
     ),
     "quiz_patches": Numeric(
@@ -490,8 +491,8 @@ QUIZZES = {
         "base vocabulary; merges only add longer pieces on top.",
         options=[
             "All 256 byte values are in its base vocabulary",
-            "Its vocabulary is very large",
-            "It drops characters it does not know",
+            "Its 50,257 tokens cover every word that occurs in its training text",
+            "It drops the characters it does not know before it merges",
             "It lower-cases the text first",
         ],
         answer=0,
@@ -500,7 +501,7 @@ QUIZZES = {
         key="quiz_lookup",
         question="With an embedding matrix E of shape (V, D), looking up token i equals:",
         explanation="A one-hot row vector e_i of length V picks row i: e_i @ E = E[i].",
-        options=["one_hot(i) @ E", "E @ one_hot(i)", "E[:, i]", "softmax(E)[i]"],
+        options=["one_hot(i) @ E", "E @ one_hot(i)", "E[:, i]", "one_hot(i) @ E.T"],
         answer=0,
     ),
 }

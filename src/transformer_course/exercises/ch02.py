@@ -461,8 +461,8 @@ QUIZZES = {
         explanation="Masked scores become -inf before the softmax, so they get weight exactly 0 and the remaining weights still sum to 1.",
         options=[
             "Added to the scores (as -inf) before the softmax",
-            "Multiplied with the weights after the softmax",
-            "Multiplied with the values",
+            "Multiplied with the weights after the softmax, setting the masked ones to 0",
+            "Multiplied with the values, so that masked tokens contribute zero vectors",
             "Added to the output",
         ],
         answer=0,
@@ -473,8 +473,8 @@ QUIZZES = {
         explanation="Self-attention is permutation-equivariant: the outputs are shuffled the same way. Order must be added separately (chapter 5).",
         options=[
             "They are shuffled in the same way",
-            "They do not change at all",
-            "They change unpredictably",
+            "They do not change: attention ignores the order of its inputs",
+            "They change unpredictably, as every token now attends differently",
             "They are reversed",
         ],
         answer=0,

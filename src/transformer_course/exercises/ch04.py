@@ -124,8 +124,8 @@ def _judge_standard(cases, outcomes):
             raise Failed(f"The output has the input's shape {tuple(x.shape)}.")
         mean, var = got.mean(-1), got.var(-1, unbiased=False)
         if not (
-            torch.allclose(mean, torch.zeros_like(mean), atol=1e-4)
-            and torch.allclose(var, torch.ones_like(var), atol=1e-3)
+            close(mean, torch.zeros_like(mean), atol=1e-4)
+            and close(var, torch.ones_like(var), atol=1e-3)
         ):
             raise Failed(
                 "With γ = 1 and β = 0, every token (each row over the last dimension) "
@@ -568,8 +568,8 @@ def _judge_unit_norm(cases, outcomes):
     for _, got in each_value(cases, outcomes):
         mean, var = got.mean(-1), got.var(-1, unbiased=False)
         if not (
-            torch.allclose(mean, torch.zeros_like(mean), atol=1e-4)
-            and torch.allclose(var, torch.ones_like(var), atol=1e-3)
+            close(mean, torch.zeros_like(mean), atol=1e-4)
+            and close(var, torch.ones_like(var), atol=1e-3)
         ):
             raise Failed(
                 "A post-norm block ends with norm_2: with γ₂ = 1 and β₂ = 0 every "
@@ -722,11 +722,10 @@ QUIZZES = {
         "and on the batch size, and it needs running averages at inference, when a batch "
         "may hold one sequence. Turner cites it as far less stable (Shen et al., 2020).",
         options=[
-            "BatchNorm makes a token's output depend on the rest of the batch, "
-            "padding included, and differs between training and inference",
-            "BatchNorm has no learned γ and β",
-            "BatchNorm cannot run on a GPU",
-            "LayerNorm has fewer parameters than BatchNorm",
+            "BatchNorm makes a token's output depend on the rest of the batch",
+            "BatchNorm has no learned γ and β, so it cannot rescale the features",
+            "BatchNorm needs a pass over the whole training set at every step",
+            "LayerNorm has fewer parameters than BatchNorm, so it overfits less",
         ],
         answer=0,
     ),
@@ -739,10 +738,12 @@ QUIZZES = {
         "training needs a learning-rate warm-up. Pre-norm leaves the residual path an "
         "identity, its gradients are well behaved, and it trains without warm-up.",
         options=[
-            "Post-norm has large gradients near the output at initialisation and "
-            "needs a learning-rate warm-up; pre-norm trains without one",
-            "Pre-norm has exploding gradients and needs a warm-up; post-norm does not",
-            "The two are identical at initialisation",
+            "Post-norm needs a warm-up for its large gradients near the output; "
+            "pre-norm does not",
+            "Pre-norm has exploding gradients near the output and needs a warm-up; "
+            "post-norm does not",
+            "The two compute the same function at initialisation, so their gradients "
+            "match",
             "Pre-norm needs no normalisation at the end of the network",
         ],
         answer=0,
@@ -776,8 +777,8 @@ QUIZZES = {
         "between.",
         options=[
             "Two 1×1 convolutions over the sequence, with a ReLU between",
-            "One convolution whose kernel spans all N tokens",
-            "Attention with uniform weights",
+            "One convolution whose kernel spans all N tokens, mixing every position",
+            "Attention with uniform weights 1/N over all the tokens of the sequence",
             "A recurrent network over the tokens",
         ],
         answer=0,

@@ -167,7 +167,7 @@ def _judge_norms(cases, outcomes):
         if tuple(got.shape) != (N, D):
             raise Failed(f"The table is (N, D) = {(N, D)}.")
         norms = got.double().norm(dim=-1)
-        if not torch.allclose(norms, torch.full_like(norms, (D / 2) ** 0.5), atol=1e-4):
+        if not close(norms, torch.full_like(norms, (D / 2) ** 0.5), atol=1e-4):
             raise Failed(
                 "Every row is D/2 points (sin, cos) on the unit circle, so its norm "
                 f"is √(D/2) = {(D / 2) ** 0.5:.4f} for D = {D}: pair each sine with "
@@ -180,7 +180,7 @@ def _judge_distance(cases, outcomes):
         if tuple(got.shape) != (N, D):
             raise Failed(f"The table is (N, D) = {(N, D)}.")
         gram = got.double() @ got.double().T  # (N, N): PE(n) · PE(m)
-        if not torch.allclose(gram[1:, 1:], gram[:-1, :-1], atol=1e-4):
+        if not close(gram[1:, 1:], gram[:-1, :-1], atol=1e-4):
             raise Failed(
                 "PE(n) · PE(m) must depend on n − m only (eq. 5.3): each pair must be "
                 "(sin, cos) of the same angle n ω_k."
@@ -288,7 +288,7 @@ def _explain_rope(x, offset, got):
             "The exponent is 2i/d, with i the pair index (i = 0 ... d/2 − 1): "
             "ω_i = 10000^(−2i/d)."
         )
-    if torch.allclose(got.double(), x.double(), atol=1e-6):
+    if close(got.double(), x.double(), atol=1e-6):
         raise Failed("Turn every pair of token n by its angle: x came back unchanged.")
     raise Failed(
         "Turn pair (x_2i, x_2i+1) of token n by θ = (offset + n)·10000^(−2i/d): "
@@ -318,7 +318,7 @@ def _judge_lengths(cases, outcomes):
     for (x, _), got in each_value(cases, outcomes):
         if got.shape != x.shape:
             raise Failed(f"RoPE keeps the shape (..., N, d) = {tuple(x.shape)}.")
-        if not torch.allclose(
+        if not close(
             got.double().norm(dim=-1), x.double().norm(dim=-1), atol=1e-4
         ):
             raise Failed(
@@ -793,7 +793,7 @@ def _judge_diagonal(cases, outcomes):
             raise Failed(f"The bias is (H, N, N) = {(H, N, N)}.")
         diagonal = got.diagonal(dim1=-2, dim2=-1)
         off_diagonal = got[:, ~torch.eye(N, dtype=torch.bool)]  # (H, N² − N)
-        if not torch.equal(diagonal, torch.zeros_like(diagonal)) or bool(
+        if not close(diagonal, torch.zeros_like(diagonal), atol=0, rtol=0) or bool(
             (off_diagonal >= 0).any()
         ):
             raise Failed(
@@ -833,11 +833,13 @@ QUIZZES = {
         "whole stack satisfies f(PX) = P f(X): each word gets the same output in both "
         "sentences, wherever it stands (Turner §3).",
         options=[
-            "Permuting the input tokens only permutes the outputs: each word gets the "
-            "same vector in both sentences",
-            "The softmax discards the order of its inputs' magnitudes",
-            "The vocabulary has no token for word order",
-            "The MLP mixes the tokens, which scrambles their order",
+            "Permuting the tokens only permutes the outputs: each word gets the same "
+            "vector in both",
+            "The softmax weights sum to 1, which averages away the order of the words",
+            "Without positions every token gets the same weights, so all outputs are "
+            "equal",
+            "The MLP mixes the tokens of a sentence together, which scrambles their "
+            "order",
         ],
         answer=0,
     ),
@@ -851,11 +853,12 @@ QUIZZES = {
         "e'_n = V₂ e_n: the additive construction, eq. (5.1) (Turner's footnote 19). "
         "Adding loses nothing, and keeps the width D.",
         options=[
-            "The same as adding a (linearly mapped) position vector to a (linearly "
-            "mapped) token",
-            "Something strictly more expressive than adding, for the same width",
+            "The same as adding a linearly mapped position vector to a linearly mapped "
+            "token",
+            "Something strictly more expressive than adding, as token and position "
+            "stay in separate features",
             "A model that can no longer tell content from position",
-            "Relative positions, as in RoPE",
+            "Relative positions, as in RoPE: the scores then depend on m − n only",
         ],
         answer=0,
     ),
@@ -879,8 +882,7 @@ QUIZZES = {
         "average of more random vectors is smaller) tell it how far along it is. "
         "Without the mask every token sees the same set and it cannot.",
         options=[
-            "Roughly: token n attends to n + 1 tokens, and the spread of that average "
-            "tells it how far along it is",
+            "Roughly: token n's output averages n + 1 tokens, whose spread tells it n",
             "No: without an encoding every model is permutation equivariant",
             "Exactly: the mask gives each token its position as a feature",
             "Only if the vocabulary contains position tokens",
@@ -896,11 +898,12 @@ QUIZZES = {
         "positions would not change the weights at all, and would put absolute "
         "positions into the output that the relative scores keep out.",
         options=[
-            "Positions act through the scores q'·k', which depend on m − n; rotating "
-            "the values would only put absolute positions into the output",
+            "The scores q'·k' carry m − n; rotated values would put absolute positions "
+            "in the output",
             "The values have an odd width and cannot be split into pairs",
-            "Rotating the values would make the softmax unstable",
-            "The values are rotated too, by the output projection",
+            "Rotated values would change the attention weights, which must depend on "
+            "m − n",
+            "They are: the output projection applies the inverse rotations to the values",
         ],
         answer=0,
     ),

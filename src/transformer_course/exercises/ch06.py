@@ -213,7 +213,7 @@ def _judge_rows(cases, outcomes):
             raise Failed("The weights have the scores' shape (..., N, N).")
         sums = got.double().sum(-1)
         if not (
-            torch.allclose(sums, torch.ones_like(sums), atol=1e-5) and (got >= 0).all()
+            close(sums, torch.ones_like(sums), atol=1e-5) and (got >= 0).all()
         ):
             raise Failed(
                 "Every row (one query) holds non-negative weights that sum to 1: "
@@ -523,7 +523,7 @@ def _judge_support(cases, outcomes):
         if got.shape != logits.shape:
             raise Failed("Return the probabilities (B, V).")
         sums = got.double().sum(-1)
-        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
+        if not close(sums, torch.ones_like(sums), atol=1e-5):
             raise Failed("Each row is a distribution: its probabilities sum to 1.")
         if (got[~_kept(logits, k)] != 0).any() or not (got[_kept(logits, k)] > 0).all():
             raise Failed(

@@ -788,15 +788,15 @@ def _judge_rows(cases, outcomes):
         expect_returned_shape(got, (B, L, L), "(B, L, L)", HEADS_AVERAGED)
         sums = got.double().sum(dim=-1)
         columns = got.double().sum(dim=-2)
-        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5) and (
-            torch.allclose(columns, torch.ones_like(columns), atol=1e-5)
+        if not close(sums, torch.ones_like(sums), atol=1e-5) and (
+            close(columns, torch.ones_like(columns), atol=1e-5)
         ):
             raise Failed(
                 "Your columns sum to 1, not your rows: keep each map's rows as the "
                 "queries (row t: how much token t draws from each token); don't "
                 "transpose them."
             )
-        if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
+        if not close(sums, torch.ones_like(sums), atol=1e-5):
             raise Failed(
                 "Every row of the rollout must sum to 1 (it is a mixture of the "
                 "inputs): average the heads and halve A + I. Your rows sum to "

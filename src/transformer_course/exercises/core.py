@@ -21,9 +21,10 @@ in the notebook cannot change a score.
 **Scoring.** A check is a *value* check (the results equal the reference on its
 fixed inputs), an *unseen* check (the same on inputs drawn afresh, from an
 unpredictable seed, each time) or a *property* check (shapes, rows summing to 1,
-invariances). Value checks carry the score; once they all pass, the unseen and
-property checks add theirs, except that a failed unseen check voids the score (an
-answer right only on the fixed inputs, e.g. a table of them, earns nothing). A
+invariances). A failed unseen check voids the score, whatever the other checks
+say (an answer wrong on inputs it has not seen, e.g. a table of the fixed cases
+with one left failing, earns nothing); otherwise the value checks carry the
+score, and once they all pass the unseen and property checks add theirs. A
 function that ignores its inputs earns nothing for returning the right shape.
 Every exercise also gets the property check "leaves its inputs unchanged".
 
@@ -111,8 +112,8 @@ class Check:
         kind: ``"value"`` (compared with the reference on fixed inputs; carries
             the score), ``"property"`` (counts only when every value check
             passes) or ``"unseen"`` (compared with the reference on inputs drawn
-            afresh each time, see :func:`unseen`: once every value check passes,
-            failing it voids the exercise's score).
+            afresh each time, see :func:`unseen`: failing it voids the
+            exercise's score).
         weight: the check's share of the exercise's points.
     """
 
@@ -185,18 +186,19 @@ class Report:
 
     @property
     def score(self) -> float:
-        """Points earned, as a share of all checks' weights: the value checks
-        passed; once they all pass, the unseen and property checks too, unless an
-        unseen check fails (right on the fixed inputs only: nothing earned)."""
+        """Points earned, as a share of all checks' weights: nothing when an
+        unseen check fails (right on the fixed inputs only, e.g. a table of
+        them, or right on none); otherwise the value checks passed and, once
+        they all pass, the unseen and property checks too."""
         if not self.results:
             return 0.0
         total = sum(r.weight for r in self.results)
+        unseen = [r for r in self.results if r.kind == UNSEEN]
+        if not all(r.passed for r in unseen):
+            return 0.0  # wrong on inputs drawn afresh: nothing, whatever else passed
         values = [r for r in self.results if r.kind == VALUE]
         earned = sum(r.weight for r in values if r.passed)
         if all(r.passed for r in values):
-            unseen = [r for r in self.results if r.kind == UNSEEN]
-            if not all(r.passed for r in unseen):
-                return 0.0
             earned += sum(r.weight for r in unseen)
             earned += sum(
                 r.weight for r in self.results if r.kind == PROPERTY and r.passed
@@ -423,12 +425,26 @@ def seeded_randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32)
 
 
 def close(
-    a, b, *, atol: float = 1e-5, rtol: float = 1e-4, equal_nan: bool = False
+    got, want, *, atol: float = 1e-5, rtol: float = 1e-4, equal_nan: bool = False
 ) -> bool:
-    """Same shape and values within ``atol + rtol·|b|``, compared in float64."""
-    return a.shape == b.shape and bool(
+    """The one comparison every judge uses: ``got`` equals ``want`` when both are
+    plain tensors of the same shape whose values agree within ``atol + rtol·|want|``
+    (compared in float64).
+
+    Never ``torch.allclose`` alone: it broadcasts, so an empty tensor, or one of
+    shape (1,), "equals" anything (``tests/test_judges.py`` keeps every judge on
+    this function). Anything but a plain ``torch.Tensor`` (a list, a subclass
+    whose comparisons could lie) is not close.
+    """
+    if type(got) is not torch.Tensor or type(want) is not torch.Tensor:
+        return False
+    if got.shape != want.shape or got.is_complex() != want.is_complex():
+        return False
+    if got.is_complex():
+        got, want = torch.view_as_real(got), torch.view_as_real(want)
+    return bool(
         torch.allclose(
-            a.double(), b.double(), atol=atol, rtol=rtol, equal_nan=equal_nan
+            got.double(), want.double(), atol=atol, rtol=rtol, equal_nan=equal_nan
         )
     )
 

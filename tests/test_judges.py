@@ -1,0 +1,250 @@
+"""No points for computing nothing (issue 20).
+
+Every judge compares returned values through one function, :func:`core.close`,
+which checks the shape before the values (``torch.allclose`` broadcasts: an empty
+tensor "equals" anything). And every exercise of every chapter is fuzzed with
+answers that compute nothing: empty tensors, zero-size dimensions, scalars, the
+input returned, zeros, NaN, a tensor subclass whose comparisons lie, a lookup
+table of the checks' fixed cases with one left failing. Each must earn 0 points.
+"""
+
+import ast
+import inspect
+import math
+
+import nbformat
+import pytest
+import torch
+from exercise_helpers import ROOT, namespace_from, solution_cells
+
+from transformer_course.exercises import CHAPTERS, chapter, core
+
+MODULES = {n: chapter(n).module for n in CHAPTERS}
+CASES = [(n, key) for n in CHAPTERS for key in chapter(n).exercises]
+IDS = [f"ch{n:02d}-{k}" for n, k in CASES]
+
+#: Comparisons that broadcast or skip the shape: judges use core.close instead.
+RAW_COMPARISONS = {"allclose", "isclose", "equal", "assert_close", "array_equal"}
+
+
+def test_no_judge_compares_without_the_shape():
+    found = []
+    for number, module in MODULES.items():
+        tree = ast.parse(inspect.getsource(module))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in RAW_COMPARISONS
+            ):
+                found.append(f"ch{number:02d} line {node.lineno}: .{node.func.attr}(")
+    assert found == [], "use core.close (it checks the shape first): " + str(found)
+
+
+def test_close_checks_the_shape_and_the_type():
+    want = torch.randn(2, 3)
+    assert core.close(want.clone(), want)
+    assert not core.close(torch.empty(0), want)  # torch.allclose says True
+    assert torch.allclose(torch.empty(0, 1, 1), want)  # ...which is why
+    assert not core.close(want[:1], want)  # broadcasts too
+    assert not core.close(want.tolist(), want)
+    assert not core.close(torch.full_like(want, math.nan), want)
+
+    class Liar(torch.Tensor):
+        def __eq__(self, other):
+            return True
+
+    assert not core.close(want.clone().as_subclass(Liar), want)
+
+
+# --- answers that compute nothing ------------------------------------------------
+
+
+class LyingTensor(torch.Tensor):
+    """A tensor whose comparisons all say "equal"."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("allclose", "equal", "isclose", "eq", "__eq__"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+    def __eq__(self, other):
+        return True
+
+
+def _tensors(args):
+    """The tensors among ``args``, in lists and tuples too, in order."""
+    found = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            found.append(a)
+        elif isinstance(a, list | tuple):
+            found += _tensors(a)
+    return found
+
+
+def _first_tensor(args):
+    tensors = _tensors(args)
+    return tensors[0] if tensors else None
+
+
+def _dtype(args):
+    """The dtype of the first floating-point input (a judge may check it)."""
+    floats = [t for t in _tensors(args) if t.is_floating_point()]
+    return floats[0].dtype if floats else torch.float32
+
+
+def _same(a, b):
+    """Structural equality of two cases (written here: an answer that used the
+    course package's own would be refused for that)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return False
+    return type(a) is type(b) and a == b
+
+
+def _like_input(fill):
+    def answer(*args, **kwargs):
+        x = _first_tensor(args)
+        if x is None:
+            return fill
+        return torch.full_like(x, fill, dtype=_dtype(args))
+
+    return answer
+
+
+def _refuse(*args, **kwargs):
+    raise ValueError(f"bad sizes: {args!r}"[:400])
+
+
+DEGENERATE = {
+    "empty": lambda *a, **k: torch.empty(0, dtype=_dtype(a)),
+    "empty, five dimensions": lambda *a, **k: torch.empty(0, 1, 1, 1, 1, dtype=_dtype(a)),
+    "empty, four dimensions": lambda *a, **k: torch.empty(0, 1, 1, 1, dtype=_dtype(a)),
+    "a zero-size dimension": lambda *a, **k: torch.zeros(2, 0, 3, dtype=_dtype(a)),
+    "a scalar tensor": lambda *a, **k: torch.tensor(0.0, dtype=_dtype(a)),
+    "a scalar one": lambda *a, **k: torch.tensor(1.0, dtype=_dtype(a)),
+    "an integer tensor": lambda *a, **k: torch.zeros(1, dtype=torch.long),
+    "the number 0": lambda *a, **k: 0,
+    "None": lambda *a, **k: None,
+    "an empty list": lambda *a, **k: [],
+    "an empty dict": lambda *a, **k: {},
+    "the input returned": lambda *a, **k: a[0],
+    "zeros like the input": _like_input(0.0),
+    "NaN like the input": _like_input(math.nan),
+    "a lying tensor": lambda *a, **k: (
+        torch.empty(0, dtype=_dtype(a)).as_subclass(LyingTensor)
+    ),
+    "a lying copy of the input": lambda *a, **k: (
+        _first_tensor(a).clone().as_subclass(LyingTensor)
+        if _first_tensor(a) is not None
+        else 0
+    ),
+    "a ValueError for everything": _refuse,
+}
+
+
+@pytest.mark.parametrize(("number", "key"), CASES, ids=IDS)
+def test_answers_that_compute_nothing_earn_nothing(number, key):
+    exercise = chapter(number).exercises[key]
+    earned = {}
+    for name, answer in DEGENERATE.items():
+        answer.__name__ = exercise.function
+        report = core.run_exercise(exercise, answer)
+        if report.score != 0:
+            earned[name] = (report.score, [r.name for r in report.results if r.passed])
+    assert earned == {}, f"{key}: points for computing nothing: {earned}"
+
+
+def test_the_first_red_teams_chapter_1_answers_earn_nothing():
+    """The issue's answers: a five-dimensional empty tensor for the embedding
+    (1.5 / 2 before), an empty tensor for the patches with the size error raised
+    from the image's shape alone (3.2 / 4 before)."""
+
+    def embed_one_hot(ids, table):
+        return torch.empty(0, 1, 1, 1, 1, dtype=table.dtype)
+
+    def patchify(images, p):
+        H, W = images.shape[-2:]
+        if H % p or W % p:
+            raise ValueError(f"patch size {p} does not divide {H}x{W}")
+        return torch.empty(0, 1, 1, 1, dtype=images.dtype)
+
+    exercises = chapter(1).exercises
+    assert core.run_exercise(exercises["embed_one_hot"], embed_one_hot).score == 0
+    report = core.run_exercise(exercises["patchify"], patchify)
+    assert report.score == 0, report.results
+
+
+# --- a lookup table of the fixed cases ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def references():
+    """chapter -> the namespace of its reference solutions."""
+    result = {}
+    for n in CHAPTERS:
+        path = next((ROOT / "exercises" / "source").glob(f"{n:02d}_*.ipynb"))
+        source = nbformat.read(path, as_version=4)
+        result[n] = namespace_from(solution_cells(source).values())
+    return result
+
+
+def _table_answer(exercise, reference, left_failing):
+    """Answers the fixed cases from a table (the reference's answers, which the
+    package source shows), except case ``left_failing``; anything else: zeros."""
+    table = []
+    fixed = [c for c in exercise.checks if c.kind != core.UNSEEN]
+    for check in fixed:
+        for case in core.as_the_grader_loads([check.cases()])[0]:
+            try:
+                table.append((case, reference(*case)))
+            except Exception as err:  # an error case: answer with the same error
+                table.append((case, err))
+    wrong_case = table[left_failing % len(table)][0]
+
+    def answer(*args):
+        if _same(args, tuple(wrong_case)):
+            return _like_input(0.0)(*args)
+        for case, result in table:
+            if _same(args, tuple(case)):
+                if isinstance(result, Exception):
+                    raise result
+                return result
+        return _like_input(0.0)(*args)
+
+    answer.__name__ = exercise.function
+    return answer, len(table)
+
+
+@pytest.mark.parametrize(("number", "key"), CASES, ids=IDS)
+def test_a_table_of_the_fixed_cases_with_one_left_failing_earns_nothing(
+    references, number, key
+):
+    exercise = chapter(number).exercises[key]
+    reference = references[number][exercise.function]
+    answer, size = _table_answer(exercise, reference, 0)
+    for left_failing in sorted({0, size // 2, size - 1}):
+        answer, _ = _table_answer(exercise, reference, left_failing)
+        report = core.run_exercise(exercise, answer)
+        assert report.score == 0, (left_failing, report.results)
+
+
+def test_merge_pair_table_earned_a_third_before():
+    """The issue's case: a table of merge_pair's fixed cases with one left
+    failing kept 1 / 3, because the unseen check voided the score only when every
+    value check passed. A failed unseen check now voids it whatever else passed."""
+    exercise = chapter(1).exercises["merge_pair"]
+    results = (
+        core.CheckResult("fixed", True, kind=core.VALUE),
+        core.CheckResult("fixed too", False, kind=core.VALUE),
+        core.CheckResult("unseen", False, kind=core.UNSEEN),
+    )
+    assert core.Report(exercise, core.FAILED, results).score == 0
+    passed_unseen = (*results[:2], core.CheckResult("unseen", True, kind=core.UNSEEN))
+    assert core.Report(exercise, core.FAILED, passed_unseen).score > 0
