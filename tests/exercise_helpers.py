@@ -77,7 +77,7 @@ def insert_after(notebook, grade_id, *sources):
 WRONG = {
     # ids in order of first appearance, not sorted: fails 1 of 3 checks
     "build_char_vocab": "def build_char_vocab(text):\n    return {c: i for i, c in enumerate(dict.fromkeys(text))}\n",
-    # overlapping merges: fails 1 of 4 checks
+    # overlapping merges: fails a value check and the unseen one
     "merge_pair": (
         "def merge_pair(ids, pair, new_id):\n"
         "    out = []\n"
@@ -93,10 +93,10 @@ WRONG = {
     # left as the stub
     "embed_one_hot": "def embed_one_hot(ids, table):\n    raise NotImplementedError()\n",
 }
-# value checks carry the score (see transformer_course.exercises.core)
+# a failed unseen check voids the score; else value checks carry it (core.Report)
 WRONG_SCORES = {
     "build_char_vocab": 0.0,  # its one value check fails
-    "merge_pair": 1.0,  # 2 of 3 value checks: 3 points x 2/6
+    "merge_pair": 0.0,  # 2 of 3 value checks pass, but the unseen one fails
     "embed_one_hot": 0.0,
     "patchify": 4.0,
 }

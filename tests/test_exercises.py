@@ -190,7 +190,9 @@ IN_PLACE_MERGE = (
 
 def test_right_values_with_a_failed_property_earn_partial_credit():
     # every value and the unseen check pass; "leaves its inputs unchanged" fails
-    report = core.run_exercise(EXERCISES["merge_pair"], fn(IN_PLACE_MERGE, "merge_pair"))
+    report = core.run_exercise(
+        EXERCISES["merge_pair"], fn(IN_PLACE_MERGE, "merge_pair")
+    )
     assert list(failing(report)) == [core.INPUTS_UNCHANGED]
     assert report.score == pytest.approx(3 * 5 / 6)
 
@@ -465,7 +467,9 @@ def test_quiz_option_lengths_do_not_give_the_answer_away():
 
     quizzes = []
     for module in CHAPTERS.values():
-        chapter_module = importlib.import_module(f"transformer_course.exercises.{module}")
+        chapter_module = importlib.import_module(
+            f"transformer_course.exercises.{module}"
+        )
         quizzes += [
             (f"{module}.{key}", quiz)
             for key, quiz in chapter_module.QUIZZES.items()

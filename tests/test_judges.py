@@ -102,7 +102,7 @@ def _same(a, b):
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return False
     return type(a) is type(b) and a == b
@@ -124,7 +124,9 @@ def _refuse(*args, **kwargs):
 
 DEGENERATE = {
     "empty": lambda *a, **k: torch.empty(0, dtype=_dtype(a)),
-    "empty, five dimensions": lambda *a, **k: torch.empty(0, 1, 1, 1, 1, dtype=_dtype(a)),
+    "empty, five dimensions": lambda *a, **k: torch.empty(
+        0, 1, 1, 1, 1, dtype=_dtype(a)
+    ),
     "empty, four dimensions": lambda *a, **k: torch.empty(0, 1, 1, 1, dtype=_dtype(a)),
     "a zero-size dimension": lambda *a, **k: torch.zeros(2, 0, 3, dtype=_dtype(a)),
     "a scalar tensor": lambda *a, **k: torch.tensor(0.0, dtype=_dtype(a)),
@@ -137,8 +139,8 @@ DEGENERATE = {
     "the input returned": lambda *a, **k: a[0],
     "zeros like the input": _like_input(0.0),
     "NaN like the input": _like_input(math.nan),
-    "a lying tensor": lambda *a, **k: (
-        torch.empty(0, dtype=_dtype(a)).as_subclass(LyingTensor)
+    "a lying tensor": lambda *a, **k: torch.empty(0, dtype=_dtype(a)).as_subclass(
+        LyingTensor
     ),
     "a lying copy of the input": lambda *a, **k: (
         _first_tensor(a).clone().as_subclass(LyingTensor)

@@ -13,8 +13,10 @@ How a submission is graded, exercise by exercise:
    define this exercise's function is left out and the exercise graded again.
 3. The sandbox calls the function on the cases exactly as the notebook's check
    does (:func:`transformer_course.exercises.runner.call_cases`) and saves plain
-   outcomes; the grader loads them (``torch.load(weights_only=True)``) and judges
-   them in its own process, where submitted code never runs.
+   outcomes in a strict format (JSON and raw tensor bytes, no pickle); the
+   grader reads them with every type and size checked before use
+   (:func:`.sandbox.read_output`) and judges them in its own process, where
+   submitted code never runs.
 
 A cell past ``--timeout`` seconds, a dead process (``os._exit``, memory),
 ``sys.exit()`` or a flood of output costs that exercise its points, never the
@@ -226,50 +228,28 @@ def learner_cells(
     ]
 
 
-def _outcomes(raw: object, shape: list[int]) -> list:
-    """Validate the harvested data and turn it into Outcomes.
-
-    The data came from the sandbox, where learner code ran: every value is made
-    plain again within the size limits (shared sub-lists count each time they
-    appear), and every string is cut short.
-    """
-    if (
-        not isinstance(raw, list)
-        or not all(isinstance(x, list) for x in raw)
-        or [len(x) for x in raw] != shape
-    ):
+def _outcomes(raw: list, shape: list[int]) -> list:
+    """Outcomes from a job's checked result (:func:`.sandbox.read_output`): one
+    per case, each value within the size limits a learner's result has (a value
+    past them is an outcome "ResultTooLarge", as in the notebook)."""
+    if [len(x) for x in raw] != shape:
         raise ValueError("the grading data does not have one outcome per case")
     result = []
     for outcomes in raw:
         checked = []
         for o in outcomes:
-            if not isinstance(o, dict):
-                raise ValueError("an outcome is not a dict")
             try:
-                value = to_plain(o.get("value"))
+                o = {**o, "value": to_plain(o["value"])}
             except Exception as err:  # too large or too deep
-                o = {
-                    "error": "ResultTooLarge",
-                    "message": f"your function returned {err}",
-                }
-                value = None
-            error = o.get("error")
-            checked.append(
-                outcome_from_dict(
-                    {
-                        "value": value,
-                        "error": str(error)[:100] if error is not None else None,
-                        "message": str(o.get("message", ""))[:500],
-                        "mutated": o.get("mutated", [])
-                        if isinstance(o.get("mutated"), list)
-                        else [],
-                        "kinds": o.get("kinds", []),
-                        "value_type": o.get("value_type"),
-                    }
-                )
-            )
+                message = f"your function returned {_message_of(err)}"
+                o = {"error": "ResultTooLarge", "message": message}
+            checked.append(outcome_from_dict(o))
         result.append(checked)
     return result
+
+
+def _message_of(err: Exception) -> str:
+    return err.args[0] if err.args and type(err.args[0]) is str else "too much"
 
 
 def _grade(
@@ -310,22 +290,14 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
             exercise, "error", f"the grader's setup failed: {output['preamble_error']}"
         )
     if not output.get("defined"):
-        errors = output.get("errors")
-        errors = [
-            e
-            for e in (errors if isinstance(errors, list) else [])
-            if isinstance(e, list)
-            and len(e) == 2
-            and type(e[0]) is int
-            and e[0] in job["defining"]
-        ]
-        raised = f" (the cell raised {str(errors[-1][1])[:300]})" if errors else ""
+        errors = [e for e in output["errors"] if e[0] in job["defining"]]
+        raised = f" (the cell raised {errors[-1][1]})" if errors else ""
         return _grade(
             exercise, "missing", f"{exercise.function}() is not defined{raised}{note}"
         )
     try:
-        outcomes = _outcomes(output.get("outcomes"), [len(c) for c in job["cases"]])
-    except (ValueError, TypeError, AttributeError) as err:
+        outcomes = _outcomes(output["outcomes"], [len(c) for c in job["cases"]])
+    except ValueError as err:
         return _grade(exercise, "error", f"could not read the results: {err}")
     report = report_from_outcomes(exercise, job["cases"], outcomes)
     return _grade(

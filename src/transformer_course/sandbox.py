@@ -19,15 +19,20 @@ fresh process:
 Both ways: limits on address space (memory), file size and CPU time (set by the
 runner before any submitted code runs); a deadline
 per stage (each cell, then the calls), read from the runner's progress file;
-output thrown away; results read back only from the scratch folder, size-checked,
-with ``torch.load(weights_only=True)`` (tensors and plain data only).
+output thrown away; results read back in a strict format, every type and size
+checked before use (:func:`.exercises.runner.decode_result`, :func:`read_output`):
+no pickle crosses from graded code to the grader.
+
+As root, the sandbox's processes run as an unprivileged uid and gid of their own
+(setpriv), with only the parts of /etc that Python needs: root-only files are
+unreadable, and RLIMIT_NPROC, which does not bind root, caps that uid's
+processes and threads.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import io
 import json
 import os
 import queue
@@ -45,32 +50,62 @@ from pathlib import Path
 
 import torch
 
-from .exercises.runner import _descendants, _prctl
+from .exercises.runner import (
+    WIRE_LIMITS,
+    WireError,
+    _descendants,
+    _prctl,
+    decode_result,
+)
 
 __all__ = ["Sandbox", "SandboxResult", "SandboxUnavailable", "bwrap_problem"]
 
 RUNNER = Path(__file__).resolve().parent / "exercises" / "runner.py"
 PACKAGE = Path(__file__).resolve().parent
 INSIDE_RUNNER = "/opt/transformer_course_grader/runner.py"
-SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
-MAX_RESULT_BYTES = 64 * 2**20
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+#: What of the host's /etc Python, PyTorch and matplotlib use (the dynamic
+#: loader's cache, the time zone, fonts): never the whole folder, which holds
+#: secrets (/etc/shadow) that root inside a sandbox could read.
+ETC_ENTRIES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "fonts",
+    "alternatives",
+)
+MAX_RESULT_BYTES = WIRE_LIMITS["structure_bytes"] + WIRE_LIMITS["data_bytes"] + 8
 STARTUP_SECONDS = 120  # starting Python and importing torch, on a busy machine
 WORK_BYTES = 512 * 2**20  # the sandbox's private /tmp, where jobs write
 JOB_STAGES = 4  # an exercise may take this many per-cell timeouts in all
-EXTRA_TASKS = 64  # processes and threads a sandbox may add (RLIMIT_NPROC)
-# Namespaces and privileges: a user namespace with every capability dropped (as
-# root too), so nothing inside can remount, raise its limits or reach the host.
+EXTRA_TASKS = 64  # processes and threads a sandbox may run (RLIMIT_NPROC and a count)
+#: Unprivileged ids for graded code when the grader runs as root: each sandbox
+#: takes one no other process has, so RLIMIT_NPROC counts that sandbox alone.
+SANDBOX_IDS = range(2**30, 2**31)
+# Namespaces and privileges. As a user: a user namespace with every capability
+# dropped, so nothing inside can remount, raise its limits or reach the host.
+# As root, a user namespace would still be root to the host's files (a
+# submission could read /etc/shadow where it is mounted): the sandbox is made
+# with root's own rights, and setpriv (util-linux) then runs the runner as an
+# unprivileged uid and gid of its own, with no capabilities, no supplementary
+# groups and no way back (no_new_privs, an empty bounding set).
 _ISOLATION = (
-    "--unshare-user",
     "--unshare-pid",
     "--unshare-net",
     "--unshare-ipc",
     "--unshare-uts",
     "--unshare-cgroup-try",
-    "--cap-drop",
-    "ALL",
     "--die-with-parent",
     "--new-session",
+)
+_AS_USER = ("--unshare-user", "--cap-drop", "ALL")
+_AS_ROOT = (
+    "--cap-drop",
+    "ALL",
+    # only for setpriv, which gives them up with root before the runner starts
+    *("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"),
+    *("--cap-add", "CAP_SETPCAP"),
 )
 
 
@@ -94,6 +129,23 @@ class SandboxResult:
     output: dict | None
 
 
+def _setpriv(uid: int, gid: int) -> list[str]:
+    """The command that drops root for good before the runner starts."""
+    return [
+        shutil.which("setpriv") or "setpriv",
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+    ]
+
+
+def _as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 @cache
 def bwrap_problem() -> str | None:
     """None when bubblewrap can sandbox here; otherwise why not, in one line."""
@@ -103,12 +155,25 @@ def bwrap_problem() -> str | None:
             "bubblewrap (bwrap) is not installed (Debian/Ubuntu: "
             "apt-get install bubblewrap)"
         )
+    probe_command = [bwrap, *_ISOLATION, *_AS_USER, "--ro-bind", "/", "/", "true"]
+    if _as_root():
+        if shutil.which("setpriv") is None:
+            return (
+                "setpriv (util-linux) is missing: as root, the grader needs it to "
+                "run submissions as an unprivileged user"
+            )
+        probe_command = [
+            bwrap,
+            *_ISOLATION,
+            *_AS_ROOT,
+            "--ro-bind",
+            "/",
+            "/",
+            *_setpriv(SANDBOX_IDS[0], SANDBOX_IDS[0]),
+            "true",
+        ]
     try:
-        probe = subprocess.run(
-            [bwrap, *_ISOLATION, "--ro-bind", "/", "/", "true"],
-            capture_output=True,
-            timeout=30,
-        )
+        probe = subprocess.run(probe_command, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as err:
         return f"bubblewrap cannot start: {err}"
     if probe.returncode != 0:
@@ -118,6 +183,28 @@ def bwrap_problem() -> str | None:
             f"({reason[-1] if reason else f'exit status {probe.returncode}'})"
         )
     return None
+
+
+def _unused_id() -> int:
+    """A uid (and gid) that no process runs as and no account has."""
+    import pwd
+    import random
+
+    busy = set()
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            with contextlib.suppress(OSError, ValueError):
+                if entry.isdigit():
+                    busy.add(os.stat(f"/proc/{entry}").st_uid)
+    for _ in range(100):
+        candidate = random.SystemRandom().choice(SANDBOX_IDS)
+        if candidate in busy:
+            continue
+        try:
+            pwd.getpwuid(candidate)
+        except KeyError:
+            return candidate
+    raise SandboxUnavailable("could not find a free user id for the sandbox")
 
 
 def _python_folders() -> list[str]:
@@ -204,6 +291,8 @@ class Sandbox:
             ),
             "HOME": str(work),
             "TMPDIR": str(work),
+            "USER": "learner",
+            "LOGNAME": "learner",
             "LANG": "C.UTF-8",
             "MPLBACKEND": "Agg",
             "MPLCONFIGDIR": str(work / ".matplotlib"),
@@ -214,7 +303,11 @@ class Sandbox:
             "PYTHONHASHSEED": "0",
         }
 
-    def _command(self, scratch: Path, plan: Path) -> list[str]:
+    def _command(
+        self, scratch: Path, plan: Path, identity: tuple[int, int] | None = None
+    ) -> list[str]:
+        """The command that runs the runner on ``plan``; ``identity`` is the
+        (uid, gid) graded code runs as when the grader is root (None otherwise)."""
         python = [sys.executable, "-I", "-B"]
         if not self.sandboxed:
             runner = scratch / "runner.py"
@@ -225,49 +318,67 @@ class Sandbox:
         command = [
             shutil.which("bwrap") or "bwrap",
             *_ISOLATION,
+            *(_AS_USER if identity is None else _AS_ROOT),
             "--as-pid-1",
             "--tmpfs",
             "/",
             # /tmp first: folders bound below may live under it (a clone in /tmp)
+            "--perms",
+            "01777",
             "--size",
             str(WORK_BYTES),
             "--tmpfs",
             "/tmp",
         ]
+        made, bound = {"/", "/tmp"}, set()
+
+        def bind(source: str, target: str) -> None:
+            # the folders above a bound one, readable by the sandbox's user (made
+            # by bwrap itself they would be root's alone)
+            for parent in reversed([str(f) for f in Path(target).parents]):
+                inside = any(parent.startswith(b + os.sep) for b in bound)
+                if parent not in made | bound and not inside:
+                    command.extend(["--perms", "0755", "--dir", parent])
+                    made.add(parent)
+            command.extend(["--ro-bind", source, target])
+            bound.add(target)
+
         for folder in SYSTEM_FOLDERS:
             if os.path.islink(folder):
-                command += ["--symlink", os.readlink(folder), folder]
+                command.extend(["--symlink", os.readlink(folder), folder])
             elif os.path.isdir(folder):
-                command += ["--ro-bind", folder, folder]
+                bind(folder, folder)
+        for entry in ETC_ENTRIES:
+            path = os.path.join("/etc", entry)
+            if os.path.exists(path):
+                bind(path, path)
+        for name in ("passwd", "group"):
+            bind(str(scratch / name), f"/etc/{name}")
         for folder in _python_folders():
-            command += ["--ro-bind", folder, folder]
+            bind(folder, folder)
         # the course package (the answer key) must not be there, even when it is
         # installed inside a folder bound above
         if any(str(PACKAGE).startswith(f + os.sep) for f in _python_folders()):
-            command += ["--tmpfs", str(PACKAGE)]
+            command.extend(["--tmpfs", str(PACKAGE)])
         command += [
             "--dev",
             "/dev",
+            "--perms",
+            "01777",
             "--size",  # /dev/shm would otherwise be half of the host's memory
             str(16 * 2**20),
             "--tmpfs",
             "/dev/shm",
             "--proc",
             "/proc",
-            "--ro-bind",
-            str(scratch),
-            str(scratch),
-            "--ro-bind",
-            str(RUNNER),
-            INSIDE_RUNNER,
-            "--remount-ro",
-            "/",
-            "--chdir",
-            str(scratch),
-            "--clearenv",
         ]
+        bind(str(scratch), str(scratch))
+        bind(str(RUNNER), INSIDE_RUNNER)
+        command += ["--remount-ro", "/", "--chdir", str(scratch), "--clearenv"]
         for name, value in self._environment(scratch).items():
             command += ["--setenv", name, value]
+        if identity is not None:
+            python = [*_setpriv(*identity), *python]
         return [*command, "--", *python, INSIDE_RUNNER, str(plan)]
 
     def run(
@@ -283,12 +394,23 @@ class Sandbox:
         job that kills the sandbox's own process); run it again.
         """
         scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+        identity = None
+        if self.sandboxed and _as_root():
+            uid = _unused_id()
+            identity = (uid, uid)
         try:
-            return self._run(scratch, jobs, timeout, preamble)
+            return self._run(scratch, jobs, timeout, preamble, identity)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _plan(self, scratch: Path, jobs: list[dict], timeout: float, preamble: str):
+    def _plan(
+        self,
+        scratch: Path,
+        jobs: list[dict],
+        timeout: float,
+        preamble: str,
+        identity: tuple[int, int] | None = None,
+    ):
         entries = []
         for number, job in enumerate(jobs):
             cases_path = scratch / f"cases{number}.pt"
@@ -307,7 +429,7 @@ class Sandbox:
             "timeout": timeout,
             # a cap on one exercise, whatever its number of cells
             "job_limit": timeout * JOB_STAGES,
-            "max_processes": EXTRA_TASKS,
+            "max_tasks": EXTRA_TASKS,
             "work": str(self._work(scratch)),
             "max_result_bytes": MAX_RESULT_BYTES,
             "warm": ["numpy", "matplotlib.pyplot", "IPython.core.interactiveshell"],
@@ -316,18 +438,39 @@ class Sandbox:
                 "FSIZE": MAX_RESULT_BYTES,
                 "CPU": self.cpu_seconds,
                 "CORE": 0,
-                "NPROC": _tasks_of_this_user() + EXTRA_TASKS,
+                # a uid of its own (as root): every task the sandbox runs counts;
+                # the grader's own user: what it already runs, and the sandbox's
+                "NPROC": EXTRA_TASKS
+                if identity is not None
+                else _tasks_of_this_user() + EXTRA_TASKS,
             },
         }
         path = scratch / "plan.json"
         path.write_text(json.dumps(plan), encoding="utf-8")
+        uid, gid = identity if identity is not None else (os.getuid(), os.getgid())
+        (scratch / "passwd").write_text(
+            f"learner:x:{uid}:{gid}:learner:{self._work(scratch)}:/bin/sh\n"
+        )
+        (scratch / "group").write_text(f"learner:x:{gid}:\n")
+        if identity is not None:  # the runner reads these as the sandbox's user
+            for item in [scratch, *scratch.iterdir()]:
+                os.chown(item, uid, gid)
+            # bwrap, as root without its capabilities, enters it before setpriv
+            scratch.chmod(0o711)
         return path
 
-    def _run(self, scratch: Path, jobs: list[dict], timeout: float, preamble: str):
-        plan = self._plan(scratch, jobs, timeout, preamble)
+    def _run(
+        self,
+        scratch: Path,
+        jobs: list[dict],
+        timeout: float,
+        preamble: str,
+        identity: tuple[int, int] | None = None,
+    ):
+        plan = self._plan(scratch, jobs, timeout, preamble, identity)
         before = _descendants(os.getpid()) if self.reaper else set()
         process = subprocess.Popen(
-            self._command(scratch, plan),
+            self._command(scratch, plan, identity),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -337,8 +480,8 @@ class Sandbox:
         )
         messages: queue.Queue = queue.Queue()
 
-        def read() -> None:
-            for line in process.stdout:
+        def read() -> None:  # lines of bounded length
+            while line := process.stdout.readline(2 * MAX_RESULT_BYTES + 4096):
                 messages.put(line)
             messages.put(None)
 
@@ -378,33 +521,36 @@ class Sandbox:
         return results
 
     def _receive(self, line: bytes, results: list, running: int | None) -> int | None:
+        """Take one line from the runner. Everything in it is untrusted data:
+        types and sizes are checked before use (see :func:`read_output`)."""
         try:
             message = json.loads(line)
-            number = int(message["job"])
-        except (ValueError, KeyError, TypeError):
+            number = message["job"]
+        except (ValueError, KeyError, TypeError, RecursionError):
             return running
-        if not 0 <= number < len(results):
+        if type(number) is not int or not 0 <= number < len(results):
             return running
         if message.get("event") == "start":
             return number
-        output, status = None, message.get("status", "error")
-        detail = str(message.get("detail", ""))[:300]
+        status = message.get("status")
+        if status not in STATUSES:
+            status = "error"
+        detail = _text(message.get("detail"), 300)
+        output = None
         if status == "ok":
             try:
-                blob = base64.b64decode(message["outcomes"])
-                if len(blob) > MAX_RESULT_BYTES:
-                    raise ValueError(f"{len(blob):,} bytes of results")
-                output = torch.load(io.BytesIO(blob), weights_only=True)
-                if not isinstance(output, dict):
-                    raise ValueError(f"expected a dict, got {type(output).__name__}")
-            except Exception as err:
+                encoded = message.get("outcomes")
+                if type(encoded) is not str or len(encoded) > 2 * MAX_RESULT_BYTES:
+                    raise WireError("no results")
+                output = read_output(decode_result(base64.b64decode(encoded)))
+            except (WireError, ValueError) as err:
                 status = "error"
                 detail = (
                     "could not read the results (return plain tensors, numbers, "
-                    f"lists or tuples of them): {type(err).__name__}: {err}"
+                    f"lists or tuples of them): {_text(err, 200)}"
                 )
                 output = None
-        stage = _parse_stage(str(message.get("stage", "")))
+        stage = _parse_stage(_text(message.get("stage"), 100))
         if status in ("timeout", "crashed"):
             detail = f"{_describe(stage)}: {detail}"
         results[number] = SandboxResult(status, detail[:300], stage, output)
@@ -431,6 +577,78 @@ class Sandbox:
                 with contextlib.suppress(ChildProcessError, OSError):
                     os.waitpid(pid, os.WNOHANG)
             time.sleep(0.02)
+
+
+STATUSES = ("ok", "timeout", "overtime", "crashed", "error")
+OUTCOME_KEYS = {"value", "error", "message", "mutated", "kinds", "value_type"}
+
+
+def _text(value: object, limit: int) -> str:
+    """``value`` if it is a string (cut to ``limit``), else "": nothing else from
+    the sandbox is ever turned into text (``str()`` of a hostile object can cost
+    minutes or gigabytes)."""
+    if isinstance(value, Exception):  # one of ours, or the decoder's
+        value = value.args[0] if value.args else ""
+    return value[:limit] if type(value) is str else ""
+
+
+def read_output(raw: object) -> dict:
+    """A job's decoded result, checked against its schema: ``preamble_error``
+    (text or None), ``defined`` (bool), ``errors`` ([cell index, text] pairs) and
+    ``outcomes`` (a list per check of outcome dicts: ``value`` plain data,
+    ``error`` and ``value_type`` text or None, ``message`` text, ``mutated``
+    argument indices, ``kinds`` class names). Raises :class:`WireError`."""
+
+    def optional_text(value: object, limit: int) -> str | None:
+        if value is not None and type(value) is not str:
+            raise WireError("text expected in the result")
+        return None if value is None else value[:limit]
+
+    if type(raw) is not dict or not {"defined", "outcomes"} <= raw.keys():
+        raise WireError("the result is not a job's result")
+    if type(raw["defined"]) is not bool:
+        raise WireError("'defined' is not true or false")
+    errors = raw.get("errors", [])
+    if type(errors) is not list or not all(
+        type(e) is list and len(e) == 2 and type(e[0]) is int and type(e[1]) is str
+        for e in errors
+    ):
+        raise WireError("'errors' is not a list of [cell, message] pairs")
+    outcomes = raw["outcomes"]
+    if type(outcomes) is not list or not all(type(o) is list for o in outcomes):
+        raise WireError("'outcomes' is not a list per check")
+    checked = []
+    for per_check in outcomes:
+        row = []
+        for outcome in per_check:
+            if type(outcome) is not dict or not outcome.keys() <= OUTCOME_KEYS:
+                raise WireError("an outcome is not an outcome")
+            mutated = outcome.get("mutated", [])
+            kinds = outcome.get("kinds", [])
+            if type(mutated) is not list or not all(type(i) is int for i in mutated):
+                raise WireError("'mutated' is not a list of argument indices")
+            if type(kinds) is not list or not all(type(k) is str for k in kinds):
+                raise WireError("'kinds' is not a list of class names")
+            message = outcome.get("message", "")
+            if type(message) is not str:
+                raise WireError("an outcome's message is not text")
+            row.append(
+                {
+                    "value": outcome.get("value"),
+                    "error": optional_text(outcome.get("error"), 100),
+                    "message": message[:500],
+                    "mutated": mutated[:64],
+                    "kinds": [k[:100] for k in kinds[:20]],
+                    "value_type": optional_text(outcome.get("value_type"), 100),
+                }
+            )
+        checked.append(row)
+    return {
+        "preamble_error": optional_text(raw.get("preamble_error"), 300),
+        "defined": raw["defined"],
+        "errors": [[i, m[:300]] for i, m in errors[:1000]],
+        "outcomes": checked,
+    }
 
 
 def _parse_stage(stage: str) -> object:

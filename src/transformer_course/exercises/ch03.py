@@ -368,7 +368,12 @@ QUIZZES = {
         key="quiz_rank",
         question="In Turner's sum over heads, Y = Σ_h M_h X A_h (Turner writes V_h for M_h), what is the largest possible rank of M_h (a D×D matrix)?",
         explanation="M_h is the head's output block (D×d) times its value map (d×D): a product through only d dimensions, so its rank is at most d = D/H.",
-        options=["d = D/H", "D, since M_h is D×D", "H, the number of heads", "min(D, N)"],
+        options=[
+            "d = D/H",
+            "D, since M_h is D×D",
+            "H, the number of heads",
+            "min(D, N)",
+        ],
         answer=0,
     ),
     "quiz_fused": MultipleChoice(

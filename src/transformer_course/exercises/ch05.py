@@ -318,9 +318,7 @@ def _judge_lengths(cases, outcomes):
     for (x, _), got in each_value(cases, outcomes):
         if got.shape != x.shape:
             raise Failed(f"RoPE keeps the shape (..., N, d) = {tuple(x.shape)}.")
-        if not close(
-            got.double().norm(dim=-1), x.double().norm(dim=-1), atol=1e-4
-        ):
+        if not close(got.double().norm(dim=-1), x.double().norm(dim=-1), atol=1e-4):
             raise Failed(
                 "A rotation keeps lengths: every query or key must keep its norm. "
                 "Use cos and sin of the same angle θ for both features of a pair."

@@ -212,9 +212,7 @@ def _judge_rows(cases, outcomes):
         if got.shape != scores.shape:
             raise Failed("The weights have the scores' shape (..., N, N).")
         sums = got.double().sum(-1)
-        if not (
-            close(sums, torch.ones_like(sums), atol=1e-5) and (got >= 0).all()
-        ):
+        if not (close(sums, torch.ones_like(sums), atol=1e-5) and (got >= 0).all()):
             raise Failed(
                 "Every row (one query) holds non-negative weights that sum to 1: "
                 "the softmax over the keys it may see."
@@ -827,10 +825,10 @@ QUIZZES = {
         "representations (in practice each block's keys and values, a KV cache) of "
         "the earlier tokens are kept, so each new token costs one pass of one token.",
         options=[
-            "All N next-token predictions in one training pass, and generation that "
-            "reuses the earlier tokens' keys and values (a KV cache)",
-            "Attention whose cost grows linearly rather than quadratically with N",
-            "A model that can read sequences longer than its context",
+            "All N predictions in one training pass, and a KV cache for generation",
+            "Attention whose cost grows linearly rather than quadratically with the "
+            "length N",
+            "A model that can read sequences longer than the context it was trained on",
             "Token representations that no longer need positional information",
         ],
         answer=0,
@@ -868,8 +866,8 @@ QUIZZES = {
         "weights, which saves V·D parameters (about 38 million in GPT-2 small).",
         options=[
             "One (V, D) matrix: the head's vector g_w for token w is w's embedding",
-            "The final LayerNorm's γ and β",
-            "The positional embeddings",
+            "A (D, D) matrix mapping the last hidden state back to embedding space",
+            "The positional embeddings, so the head knows where each token is",
             "The first block's query and key projections",
         ],
         answer=0,
@@ -882,11 +880,10 @@ QUIZZES = {
         "How much that matters, and whether more capacity (larger D) makes up for it, "
         "is an open question.",
         options=[
-            "Representational power: each token's representation sees only the "
-            "tokens before it; whether a larger D makes up for it is open",
+            "Representational power: each token sees only the tokens before it",
             "Nothing: masked and unmasked attention represent the same functions",
-            "Training speed: one pass per predicted token",
-            "Memory: the mask needs N² extra parameters",
+            "Training speed: the model needs one forward pass per predicted token",
+            "Memory: the mask adds N² learned parameters to every attention layer",
         ],
         answer=0,
     ),
@@ -900,9 +897,9 @@ QUIZZES = {
         "uniform.",
         options=[
             "Every sample is the most likely token (greedy decoding)",
-            "The distribution becomes uniform over the vocabulary",
-            "Only the top-k tokens remain, uniformly weighted",
-            "Nothing changes: the softmax does not depend on T",
+            "The distribution flattens towards uniform over the vocabulary",
+            "Only the top-k tokens remain, with uniform weights over them",
+            "Nothing changes: dividing every logit by T keeps their order",
         ],
         answer=0,
     ),

@@ -997,7 +997,7 @@ QUIZZES = {
         "transposed, are the tokens.",
         options=[
             "nn.Conv2d(C, D, kernel_size=p, stride=p)",
-            "nn.Conv2d(C, D, kernel_size=p, stride=1)",
+            "nn.Conv2d(C, D, kernel_size=p, stride=1, padding=p // 2)",
             "nn.Conv2d(C, D, kernel_size=1, stride=p)",
             "nn.Linear(C·H·W, D)",
         ],
@@ -1014,10 +1014,10 @@ QUIZZES = {
         "patches; that is why the 16-patch ViT without positions falls from about "
         "98 % to about 75 %.",
         options=[
-            "Nothing: the class token's final representation is exactly the same",
+            "Nothing: the class token ends up exactly the same",
             "It changes, because the class token sits at position 0",
             "It changes, because the MLP mixes neighbouring patches",
-            "Nothing, but only with mean pooling",
+            "Nothing, but only with mean pooling instead of a class token",
         ],
         answer=0,
     ),
@@ -1032,7 +1032,7 @@ QUIZZES = {
         options=[
             "When there are fewer than 2D tokens: large patches, few tokens",
             "When there are more than 2D tokens: small patches, many tokens",
-            "Always: it has four times the width",
+            "Always: its 16·L·D² is twice the 8·L·D² of attention's projections",
             "Never: attention has the L² term",
         ],
         answer=0,
@@ -1056,11 +1056,12 @@ QUIZZES = {
         "it must learn through its position table, from few images; without "
         "positions the 16-patch ViT drops to about 75 %.",
         options=[
-            "The CNN builds in locality and equivariance to shifts; the ViT must learn "
-            "which patches are neighbours from the data",
-            "Attention cannot represent a convolution",
+            "The CNN builds in locality and shift equivariance; the ViT must learn "
+            "which patches are neighbours",
+            "Attention cannot represent a convolution, so the ViT cannot learn local "
+            "filters",
             "The ViT has too many parameters to train on a CPU",
-            "The digits are too small to be cut into patches",
+            "8×8 digits are too small to cut into patches without losing their strokes",
         ],
         answer=0,
     ),

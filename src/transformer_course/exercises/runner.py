@@ -46,8 +46,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "FORBIDDEN",
     "LIMITS",
+    "WIRE_LIMITS",
     "ForbiddenUse",
+    "WireError",
     "call_cases",
+    "decode_result",
+    "encode_result",
     "last_line",
     "main",
     "to_plain",
@@ -529,6 +533,176 @@ def _plain_key(key: Any) -> Any:
     return f"<{type(key).__name__}>"
 
 
+# --- the results' way out of the sandbox: a strict format ---------------------------
+#
+# What crosses from the sandbox to the grader is untrusted: the learner's code ran
+# in the process that wrote it and may have written anything. So it is not a
+# pickle (a few hundred bytes of shared sub-lists unfold into 10⁸ leaves the
+# first time anything walks them) but JSON, which cannot share, for the
+# structure, and the tensors' raw bytes after it:
+#
+#     8 bytes: n, the length of the JSON text (big-endian)
+#     n bytes: the JSON text: null, true/false, numbers, strings, and objects with
+#              one key: {"list": [...]}, {"tuple": [...]}, {"dict": [[k, v], ...]},
+#              {"tensor": [dtype, shape, offset, nbytes]}
+#     the rest: the tensors' bytes, at their offsets
+#
+# :func:`decode_result` checks every type and size against :data:`WIRE_LIMITS`
+# before it uses or builds anything.
+
+#: The tensor types a result may hold, by name.
+WIRE_DTYPES = {
+    str(dtype).removeprefix("torch."): dtype
+    for dtype in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.complex64,
+        torch.complex128,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.bool,
+    )
+}
+#: Bounds on a decoded result (a whole job: every call of every check).
+WIRE_LIMITS = {
+    "structure_bytes": 4 * 2**20,  # the JSON text
+    "data_bytes": 64 * 2**20,  # the tensors' bytes
+    "items": 200_000,  # list, tuple and dict entries, and values, in all
+    "depth": LIMITS["depth"] + 8,  # a value's own nesting, and the result's around it
+    "string": LIMITS["string"],
+    "dimensions": 16,
+}
+
+
+class WireError(ValueError):
+    """A result that does not follow the format, or is past its limits."""
+
+
+def encode_result(result: Any) -> bytes:
+    """``result`` (plain data, see :func:`to_plain`) in the format above."""
+    data = bytearray()
+
+    def encode(v: Any) -> Any:
+        if v is None or type(v) in (bool, int, float, str):
+            return v
+        if type(v) is torch.Tensor:
+            t = v.detach().cpu().contiguous()
+            name = str(t.dtype).removeprefix("torch.")
+            if name not in WIRE_DTYPES:
+                return f"<tensor of {name}>"
+            raw = (
+                t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            )
+            offset = len(data)
+            data.extend(raw)
+            return {"tensor": [name, list(t.shape), offset, len(raw)]}
+        if type(v) is list:
+            return {"list": [encode(x) for x in v]}
+        if type(v) is tuple:
+            return {"tuple": [encode(x) for x in v]}
+        if type(v) is dict:
+            return {"dict": [[encode(k), encode(x)] for k, x in v.items()]}
+        return f"<{type(v).__name__}>"
+
+    text = json.dumps(encode(result), separators=(",", ":")).encode()
+    return len(text).to_bytes(8, "big") + text + bytes(data)
+
+
+def decode_result(payload: bytes, limits: dict | None = None) -> Any:
+    """A result from :func:`encode_result`'s format, every type and size checked
+    first: time and memory stay in proportion to ``len(payload)``, whatever it
+    holds. Raises :class:`WireError` for anything else."""
+    limits = {**WIRE_LIMITS, **(limits or {})}
+    if not isinstance(payload, bytes | bytearray) or len(payload) < 8:
+        raise WireError("the result is not in the grader's format")
+    size = int.from_bytes(payload[:8], "big")
+    if size > limits["structure_bytes"] or 8 + size > len(payload):
+        raise WireError(f"a result structure of {size:,} bytes")
+    data = memoryview(payload)[8 + size :]
+    if len(data) > limits["data_bytes"]:
+        raise WireError(f"{len(data):,} bytes of tensor data")
+    try:
+        structure = json.loads(payload[8 : 8 + size])
+    except (ValueError, RecursionError) as err:
+        raise WireError(
+            f"the result structure is not JSON ({type(err).__name__})"
+        ) from None
+    items = [limits["items"]]
+
+    def count(n: int) -> None:
+        items[0] -= n
+        if items[0] < 0:
+            raise WireError(f"more than {limits['items']:,} items in the result")
+
+    def decode(v: Any, depth: int) -> Any:
+        count(1)
+        if depth > limits["depth"]:
+            raise WireError(f"a result nested more than {limits['depth']} levels")
+        if v is None or type(v) in (bool, int, float):
+            return v
+        if type(v) is str:
+            if len(v) > limits["string"]:
+                raise WireError(f"a string of {len(v):,} characters")
+            return v
+        if type(v) is not dict or len(v) != 1:
+            raise WireError(f"an unexpected {type(v).__name__} in the result")
+        ((tag, body),) = v.items()
+        if tag in ("list", "tuple", "dict") and type(body) is not list:
+            raise WireError(f"a {tag} that is not a list")
+        if tag == "list":
+            count(len(body))
+            return [decode(x, depth + 1) for x in body]
+        if tag == "tuple":
+            count(len(body))
+            return tuple(decode(x, depth + 1) for x in body)
+        if tag == "dict":
+            count(len(body))
+            if not all(type(pair) is list and len(pair) == 2 for pair in body):
+                raise WireError("a dict entry that is not a [key, value] pair")
+            result = {}
+            for key, value in body:
+                key = decode(key, depth + 1)
+                if isinstance(key, list | dict):
+                    raise WireError("a dict key that cannot be a key")
+                result[key] = decode(value, depth + 1)
+            return result
+        if tag == "tensor":
+            return tensor(body)
+        raise WireError(f"an unknown tag {str(tag)[:40]!r} in the result")
+
+    def tensor(body: Any) -> torch.Tensor:
+        if not (type(body) is list and len(body) == 4):
+            raise WireError("a tensor entry that is not [dtype, shape, offset, nbytes]")
+        name, shape, offset, nbytes = body
+        if type(name) is not str or name not in WIRE_DTYPES:
+            raise WireError(f"a tensor of an unknown type {str(name)[:40]!r}")
+        if (
+            type(shape) is not list
+            or len(shape) > limits["dimensions"]
+            or not all(type(n) is int and 0 <= n <= len(payload) for n in shape)
+        ):
+            raise WireError("a tensor shape that is not a short list of sizes")
+        dtype = WIRE_DTYPES[name]
+        numel = math.prod(shape)
+        if not (type(offset) is int and type(nbytes) is int and offset >= 0):
+            raise WireError("a tensor's place in the data is not two numbers")
+        if nbytes != numel * dtype.itemsize or offset + nbytes > len(data):
+            raise WireError(f"a tensor of shape {tuple(shape)} without its data")
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
+        raw = torch.frombuffer(
+            bytearray(data[offset : offset + nbytes]), dtype=torch.uint8
+        )
+        return raw.view(dtype).reshape(shape)
+
+    return decode(structure, 0)
+
+
 # --- calling ------------------------------------------------------------------------
 
 
@@ -887,11 +1061,21 @@ def _kill_all_below(root: int, child: int | None = None) -> None:
         time.sleep(0.01)
 
 
-def _processes() -> int:
+def _tasks() -> int:
+    """Processes and threads this process can see in /proc (the sandbox's alone,
+    in its PID namespace): what RLIMIT_NPROC counts too."""
+    total = 0
     try:
-        return sum(entry.isdigit() for entry in os.listdir("/proc"))
+        entries = os.listdir("/proc")
     except OSError:
         return 0
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                total += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:  # gone meanwhile
+                continue
+    return total
 
 
 def last_line(path: Path) -> str:
@@ -908,6 +1092,7 @@ def last_line(path: Path) -> str:
 
 
 HIDDEN_WHILE_GRADING = "the course package is hidden while grading"
+RESULT_FILE = "result.bin"  # a job's result, in the format of encode_result
 
 
 def _run_cell(run, namespace: dict, source: str) -> str | None:
@@ -964,7 +1149,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path) -> int:
             result["outcomes"].append(
                 call_cases(function, check_cases, job["forbidden"], plan.get("limits"))
             )
-    torch.save(result, work / "outcomes.pt")
+    (work / RESULT_FILE).write_bytes(encode_result(result))
     progress.write("done\n")
     return 0
 
@@ -1019,11 +1204,11 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
             break
         advance()
         polls += 1
-        # As PID 1 of the sandbox, /proc lists only the sandbox's processes: a
-        # cap on them (RLIMIT_NPROC does not bind a process started by root).
-        if os.getpid() == 1 and polls % 4 == 0 and _processes() > plan["max_processes"]:
+        # As PID 1 of the sandbox, /proc lists only the sandbox's tasks: a cap on
+        # its processes and threads, beside RLIMIT_NPROC (which refuses more)
+        if os.getpid() == 1 and polls % 4 == 0 and _tasks() > plan["max_tasks"]:
             status = "crashed"
-            detail = f"started more than {plan['max_processes']} processes"
+            detail = f"started more than {plan['max_tasks']} processes and threads"
             break
         now = time.monotonic()
         if now - started > plan["timeout"]:
@@ -1047,7 +1232,7 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
         detail = f"the process died ({why}: os._exit, a crash or running out of memory)"
     outcomes = None
     if status is None:
-        path = work / "outcomes.pt"
+        path = work / RESULT_FILE
         try:
             if path.stat().st_size > plan["max_result_bytes"]:
                 raise ValueError(f"{path.stat().st_size:,} bytes of results")
