@@ -91,6 +91,15 @@ def test_class_grading_writes_sandboxed_scores_into_the_gradebook(
     fill(release, course / "submitted" / "bob" / "ch01" / SOURCE.name, WRONG)
     fill(release, course / "submitted" / "mallory" / "ch01" / SOURCE.name, MALLORY)
     (course / "submitted" / "eve" / "ch01").mkdir(parents=True)  # handed in nothing
+    # links to alice's work, as tar or unzip restore them (issue 20): the notebook
+    # itself, and the whole assignment folder
+    alice = course / "submitted" / "alice" / "ch01"
+    (course / "submitted" / "trudy" / "ch01").mkdir(parents=True)
+    (course / "submitted" / "trudy" / "ch01" / SOURCE.name).symlink_to(
+        alice / SOURCE.name
+    )
+    (course / "submitted" / "oscar").mkdir()
+    (course / "submitted" / "oscar" / "ch01").symlink_to(alice)
 
     run = subprocess.run(
         [
@@ -118,6 +127,8 @@ def test_class_grading_writes_sandboxed_scores_into_the_gradebook(
         "bob": sum(WRONG_SCORES.values()),
         "mallory": mallory_score,
         "eve": 0,
+        "trudy": 0,
+        "oscar": 0,
     }
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for student, score in expected.items():
@@ -130,6 +141,10 @@ def test_class_grading_writes_sandboxed_scores_into_the_gradebook(
     assert mallory["build_char_vocab"]["points"] == "0.0"
     assert "F.embedding" in mallory["embed_one_hot"]["hint"]
     assert {r["status"] for r in rows if r["student"] == "eve"} == {"missing file"}
+    for student in ("trudy", "oscar"):
+        assert {r["status"] for r in rows if r["student"] == student} == {"refused"}
+        told = course / "feedback" / student / "ch01" / f"{SOURCE.stem}.grades.txt"
+        assert "is a link" in told.read_text()
     feedback = course / "feedback" / "bob" / "ch01" / f"{SOURCE.stem}.grades.txt"
     assert "sorted order" in feedback.read_text()
 

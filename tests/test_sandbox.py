@@ -272,7 +272,7 @@ for _ in range(30):
 bomb = {"value": x, "error": None, "message": "m" * 10**6, "mutated": [[0]]}
 torch.save({"preamble_error": None, "defined": True, "errors": [[[0], "x"]],
             "outcomes": [[bomb] * 4, [bomb] * 4, [bomb] * 4, [bomb] * 4, [bomb]]},
-           "outcomes.pt")
+           "result.bin")
 with open("progress.txt", "a") as f:
     f.write("call\\ndone\\n")
 os._exit(0)

@@ -125,6 +125,13 @@ def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log
     from nbgrader.api import MissingEntry
 
     course = path.parents[3]
+    refused = _not_the_students_own(path, course / "submitted" / student)
+    if refused:
+        log(f"{student}: {name}.ipynb refused: {refused}")
+        hint = f"{name}.ipynb was not graded: {refused}"
+        feedback = course / "feedback" / student / assignment / f"{name}.grades.txt"
+        write_text_atomically(feedback, f"{name}.ipynb: 0 points\n{hint}\n")
+        return _zero_rows(gradebook, student, assignment, name, "refused", hint)
     if not path.is_file():
         log(f"{student}: {name}.ipynb is missing")
         return _zero_rows(
@@ -178,6 +185,24 @@ def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log
     write_text_atomically(feedback, result.table() + "\n")
     log(f"{student}: {name} {result.total:g}/{result.max_total}")
     return rows
+
+
+def _not_the_students_own(path: Path, folder: Path) -> str:
+    """Why ``path`` is not a notebook of the student's own (a link to another
+    student's, say: tar and unzip restore links), or "" when it is."""
+    for item in (folder, *reversed(path.relative_to(folder).parents[:-1]), path):
+        place = folder / item if item != folder else folder
+        if place.is_symlink():
+            return f"{place.name} is a link (to {os.readlink(place)}), not a file"
+    if not path.exists():
+        return ""
+    if not path.resolve().is_relative_to(folder.resolve()):
+        return "it lies outside the student's own folder"
+    if path.is_file() and path.stat().st_nlink > 1:
+        return "it is a hard link to another file, not a file of its own"
+    if not path.is_file():
+        return "it is not a file"
+    return ""
 
 
 def _zero_rows(gradebook, student, assignment, name, status, hint) -> list[ClassRow]:

@@ -1,0 +1,343 @@
+"""The second red team's attacks on the grader (issue 20), each a test.
+
+* submitted code ran as root inside the sandbox when the grader ran as root, and
+  could read root-only files (/etc/shadow) and return them in a message;
+* threads were not limited (RLIMIT_NPROC does not bind root);
+* a 2 KB result of shared sub-lists stalled or killed a class run in the
+  grader's own process;
+* a submission that is a link to another student's notebook was graded as that
+  notebook.
+
+(The fourth, points for computing nothing, is ``tests/test_judges.py``.)
+"""
+
+import base64
+import io
+import json
+import os
+import sys
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+from exercise_helpers import needs_bwrap, reference, submission, write
+
+from transformer_course.exercises.runner import (
+    WireError,
+    decode_result,
+    encode_result,
+)
+from transformer_course.gradebook import _not_the_students_own
+from transformer_course.grade import grade_notebook
+from transformer_course.sandbox import EXTRA_TASKS, Sandbox, read_output
+
+
+def run_probe(source: str, timeout: float = 20):
+    """Run ``source`` (which defines ``probe()``) in a sandbox and call probe();
+    (the job's status, what probe returned)."""
+    job = {
+        "cells": [(0, source)],
+        "function": "probe",
+        "forbidden": [],
+        "cases": [[()]],
+    }
+    (result,) = Sandbox().run([job], timeout)
+    if result.status != "ok":
+        return result.status, result.detail
+    (outcome,) = result.output["outcomes"][0]
+    assert outcome["error"] is None, outcome
+    return result.status, outcome["value"]
+
+
+# --- who submitted code runs as, and what it sees ----------------------------------
+
+WHO_AM_I = """
+import os
+
+def probe():
+    found = {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
+             "groups": os.getgroups(), "environment": dict(os.environ)}
+    status = open("/proc/self/status").read().splitlines()
+    found["capabilities"] = [line for line in status if line.startswith("Cap")]
+    found["read"] = []
+    for path in PATHS:
+        try:
+            with open(path, "rb") as handle:
+                found["read"].append([path, handle.read(200).decode(errors="replace")])
+        except OSError:
+            pass
+    try:
+        found["pid 1 environment"] = open("/proc/1/environ").read()
+    except OSError:
+        found["pid 1 environment"] = ""
+    found["etc"] = sorted(os.listdir("/etc")) if os.path.isdir("/etc") else []
+    return found
+"""
+
+
+@needs_bwrap
+def test_submitted_code_is_unprivileged_and_sees_no_host_secrets(monkeypatch):
+    secret = f"host-secret-{uuid.uuid4().hex}"
+    monkeypatch.setenv("GRADER_HOST_SECRET", secret)
+    # a root-only file inside a folder the sandbox must show (the Python
+    # environment): as root, the sandbox's user must not read it
+    root_only = Path(sys.prefix) / f"root-only-{uuid.uuid4().hex}.txt"
+    root_only.write_text(secret)
+    root_only.chmod(0o600)
+    try:
+        paths = ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", str(root_only)]
+        status, found = run_probe(WHO_AM_I.replace("PATHS", repr(paths)))
+    finally:
+        root_only.unlink()
+    assert status == "ok", found
+    assert found["read"] == []  # none of them could be read
+    assert found["uid"] != 0
+    assert found["euid"] != 0
+    assert found["gid"] != 0
+    assert 0 not in found["groups"]
+    effective = next(c for c in found["capabilities"] if c.startswith("CapEff"))
+    assert effective.split()[-1].strip("0") == "", found["capabilities"]
+    everything = json.dumps(found)
+    assert secret not in everything
+    assert "GRADER_HOST_SECRET" not in everything
+    # the environment is the sandbox's own, named one by one
+    assert set(found["environment"]) <= set(Sandbox()._environment(Path("/tmp"))) | {
+        "PWD",
+        "LC_CTYPE",
+        "TORCHINDUCTOR_CACHE_DIR",  # torch sets it when imported
+    }
+    # /etc: what Python needs, not the host's folder
+    assert "shadow" not in found["etc"]
+    assert "passwd" in found["etc"]  # the sandbox's own, with its user alone
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root case: grading as root")
+def test_as_root_each_sandbox_has_a_user_of_its_own():
+    status, first = run_probe(WHO_AM_I.replace("PATHS", repr(["/etc/passwd"])))
+    status_again, second = run_probe(WHO_AM_I.replace("PATHS", repr(["/etc/passwd"])))
+    assert status == status_again == "ok"
+    assert first["uid"] != second["uid"]
+    ((_, passwd),) = first["read"]
+    assert passwd.startswith(f"learner:x:{first['uid']}:")
+    assert "root" not in passwd
+
+
+THREADS = """
+import threading
+stop = threading.Event()
+started = 0
+try:
+    for _ in range(2000):
+        threading.Thread(target=stop.wait, daemon=True).start()
+        started += 1
+except RuntimeError:  # can't start new thread
+    pass
+
+def probe():
+    return started
+"""
+
+
+@needs_bwrap
+def test_threads_count_against_the_task_limit():
+    """2,000 threads started unnoticed in one cell before (root is exempt from
+    RLIMIT_NPROC, and the runner counted processes only)."""
+    status, found = run_probe(THREADS)
+    if status == "ok":  # refused by RLIMIT_NPROC: the cell caught the error
+        assert found < EXTRA_TASKS
+    else:  # or stopped by the runner's count of processes and threads
+        assert status == "crashed"
+        assert "processes and threads" in found
+
+
+# --- what comes out of the sandbox is data, checked before use -----------------------
+
+
+def _shared_lists(levels: int) -> list:
+    x = [0]
+    for _ in range(levels):
+        x = [x, x]  # 2**levels leaves in a few hundred bytes
+    return x
+
+
+def _hostile_payloads() -> dict[str, bytes]:
+    """Results a submission could write in place of its own."""
+    bomb = _shared_lists(27)
+    pickled = io.BytesIO()
+    torch.save({"defined": True, "outcomes": [[{"message": bomb}]]}, pickled)
+    honest = encode_result({"defined": True, "errors": [], "outcomes": [[{}]]})
+    deep = b'{"list":[' * 200_000 + b"0" + b"]}" * 200_000
+    many = b'{"list":[' + b",".join([b"0"] * 500_000) + b"]}"
+
+    def framed(text: bytes, data: bytes = b"") -> bytes:
+        return len(text).to_bytes(8, "big") + text + data
+
+    def result_with(value: object) -> bytes:
+        outcome = {"value": value, "error": None, "message": ""}
+        return framed(
+            json.dumps(
+                {"dict": [["defined", True], ["outcomes", {"list": [[outcome]]}]]}
+            ).encode()
+        )
+
+    return {
+        "the first red team's pickle of shared lists": pickled.getvalue(),
+        "a header claiming 2**62 bytes": (2**62).to_bytes(8, "big") + honest[8:],
+        "200,000 levels of nesting": framed(deep),
+        "500,000 items": framed(many),
+        "a tensor of 2**40 elements without its data": result_with(
+            {"tensor": ["float64", [2**20, 2**20], 0, 8 * 2**40]}
+        ),
+        "a tensor whose bytes lie past the data": framed(
+            b'{"tensor":["float32",[4],0,16]}', b"\0" * 8
+        ),
+        "an unknown type": result_with({"pickle": "cos\nsystem\n"}),
+        "a message that is not text": encode_result(
+            {"defined": True, "errors": [], "outcomes": [[{"message": [[0, 0]] * 50}]]}
+        ),
+        "a huge integer": framed(b"9" * 1_000_000),
+        "not JSON at all": framed(b"\x80\x04K\x00."),
+    }
+
+
+@pytest.mark.parametrize("name", list(_hostile_payloads()))
+def test_a_hostile_result_costs_the_grader_little(name):
+    payload = _hostile_payloads()[name]
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(WireError):
+            read_output(decode_result(payload))
+        elapsed = time.perf_counter() - started
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert elapsed < 1.0, f"{name}: {elapsed:.2f} s"
+    assert peak < 24 * 2**20, f"{name}: {peak / 2**20:.1f} MB"
+
+
+def test_the_format_keeps_plain_values_exactly():
+    value = {
+        "tensors": [
+            torch.randn(2, 3, dtype=torch.float64),
+            torch.arange(5),
+            torch.zeros(0, 4),
+            torch.tensor(True),
+            torch.randn(3, dtype=torch.bfloat16),
+            torch.randn(2, dtype=torch.complex64),
+        ],
+        "numbers": (1, 2.5, float("nan"), None, True),
+        "text": "héllo",
+        ("a", 1): [[], ()],
+    }
+    decoded = decode_result(encode_result(value))
+    assert decoded.keys() == value.keys()
+    for got, want in zip(decoded["tensors"], value["tensors"], strict=True):
+        assert type(got) is torch.Tensor
+        assert got.dtype == want.dtype
+        assert got.shape == want.shape
+        assert torch.equal(got, want)
+    assert decoded["numbers"][:2] == (1, 2.5)
+    assert decoded["numbers"][2] != decoded["numbers"][2]  # NaN
+    assert decoded["numbers"][3:] == (None, True)
+    assert decoded["text"] == "héllo"
+    assert decoded[("a", 1)] == [[], ()]
+
+
+FORGED = """
+import sys, torch
+
+def forge(*args, **kwargs):
+    x = [0]
+    for _ in range(27):
+        x = [x, x]
+    import io
+    buffer = io.BytesIO()
+    real_save({"preamble_error": None, "defined": True, "errors": [],
+               "outcomes": [[{"value": None, "error": "E", "message": x}] * 4] * 5},
+              buffer)
+    return buffer.getvalue()
+
+real_save = torch.save
+def patched_save(obj, f, *args, **kwargs):  # the channel results took before
+    data = forge()
+    if hasattr(f, "write"):
+        f.write(data)
+    else:
+        open(f, "wb").write(data)
+torch.save = patched_save
+import gc  # the channel they take now: the runner's encoder, in its globals
+for found in gc.get_objects():
+    if type(found) is dict and "encode_result" in found and "_child" in found:
+        found["encode_result"] = forge
+"""
+
+
+@needs_bwrap
+def test_a_forged_result_of_shared_lists_does_not_stall_grading(tmp_path):
+    """The issue's attack: 3 min 19 s for a class run of 11 s before, and an
+    out-of-memory kill of the whole run with two more levels."""
+    notebook = submission({"build_char_vocab": FORGED + reference("build_char_vocab")})
+    started = time.monotonic()
+    result = grade_notebook(write(tmp_path, notebook), only=["build_char_vocab"])
+    elapsed = time.monotonic() - started
+    (grade,) = result.exercises
+    assert grade.points == 0
+    assert grade.status == "error"
+    assert "could not read the results" in grade.hint
+    assert elapsed < 60, elapsed
+
+
+def test_a_line_from_the_sandbox_is_checked_before_use():
+    """The grader's side of the pipe: an outcome dict sneaked past the format
+    (a message that is not text) is refused, not printed."""
+    sandbox = Sandbox.__new__(Sandbox)
+    results = [None]
+    bad = encode_result(
+        {"defined": True, "errors": [], "outcomes": [[{"message": [[0, 0]] * 50}]]}
+    )
+    line = json.dumps(
+        {
+            "job": 0,
+            "event": "end",
+            "status": "ok",
+            "stage": "done",
+            "detail": "",
+            "outcomes": base64.b64encode(bad).decode(),
+        }
+    )
+    sandbox._receive(line.encode(), results, 0)
+    (result,) = results
+    assert result.status == "error"
+    assert "message is not text" in result.detail
+    assert result.output is None
+
+
+# --- class folders ----------------------------------------------------------------
+
+
+def test_links_and_files_outside_the_students_folder_are_refused(tmp_path):
+    submitted = tmp_path / "submitted"
+    alice = submitted / "alice" / "ch01"
+    alice.mkdir(parents=True)
+    (alice / "01_tokens.ipynb").write_text("{}")
+    mallory = submitted / "mallory" / "ch01"
+    mallory.mkdir(parents=True)
+    own = mallory / "01_tokens.ipynb"
+    own.write_text("{}")
+    assert _not_the_students_own(own, submitted / "mallory") == ""
+    own.unlink()
+    assert _not_the_students_own(own, submitted / "mallory") == ""  # missing: 0
+    own.symlink_to(alice / "01_tokens.ipynb")
+    assert "is a link" in _not_the_students_own(own, submitted / "mallory")
+    own.unlink()
+    os.link(alice / "01_tokens.ipynb", own)
+    assert "hard link" in _not_the_students_own(own, submitted / "mallory")
+    own.unlink()
+    mallory.rmdir()
+    mallory.symlink_to(alice)
+    assert "is a link" in _not_the_students_own(own, submitted / "mallory")
