@@ -30,8 +30,8 @@ from transformer_course.exercises.runner import (
     decode_result,
     encode_result,
 )
-from transformer_course.gradebook import _not_the_students_own
 from transformer_course.grade import grade_notebook
+from transformer_course.gradebook import _not_the_students_own
 from transformer_course.sandbox import EXTRA_TASKS, Sandbox, read_output
 
 
