@@ -170,7 +170,7 @@ def _hostile_payloads() -> dict[str, bytes]:
     pickled = io.BytesIO()
     torch.save({"defined": True, "outcomes": [[{"message": bomb}]]}, pickled)
     honest = encode_result({"defined": True, "errors": [], "outcomes": [[{}]]})
-    deep = b'{"list":[' * 200_000 + b"0" + b"]}" * 200_000
+    deep = b'{"list":[' * 100_000 + b"0" + b"]}" * 100_000
     many = b'{"list":[' + b",".join([b"0"] * 500_000) + b"]}"
 
     def framed(text: bytes, data: bytes = b"") -> bytes:
@@ -187,7 +187,7 @@ def _hostile_payloads() -> dict[str, bytes]:
     return {
         "the first red team's pickle of shared lists": pickled.getvalue(),
         "a header claiming 2**62 bytes": (2**62).to_bytes(8, "big") + honest[8:],
-        "200,000 levels of nesting": framed(deep),
+        "100,000 levels of nesting": framed(deep),
         "500,000 items": framed(many),
         "a tensor of 2**40 elements without its data": result_with(
             {"tensor": ["float64", [2**20, 2**20], 0, 8 * 2**40]}
@@ -207,17 +207,19 @@ def _hostile_payloads() -> dict[str, bytes]:
 @pytest.mark.parametrize("name", list(_hostile_payloads()))
 def test_a_hostile_result_costs_the_grader_little(name):
     payload = _hostile_payloads()[name]
-    tracemalloc.start()
     started = time.perf_counter()
+    with pytest.raises(WireError):
+        read_output(decode_result(payload))
+    elapsed = time.perf_counter() - started
+    tracemalloc.start()
     try:
         with pytest.raises(WireError):
             read_output(decode_result(payload))
-        elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert elapsed < 1.0, f"{name}: {elapsed:.2f} s"
-    assert peak < 24 * 2**20, f"{name}: {peak / 2**20:.1f} MB"
+    assert peak < 8 * 2**20, f"{name}: {peak / 2**20:.1f} MB"
 
 
 def test_the_format_keeps_plain_values_exactly():

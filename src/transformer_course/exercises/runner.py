@@ -570,7 +570,7 @@ WIRE_DTYPES = {
 }
 #: Bounds on a decoded result (a whole job: every call of every check).
 WIRE_LIMITS = {
-    "structure_bytes": 4 * 2**20,  # the JSON text
+    "structure_bytes": 2 * 2**20,  # the JSON text
     "data_bytes": 64 * 2**20,  # the tensors' bytes
     "items": 200_000,  # list, tuple and dict entries, and values, in all
     "depth": LIMITS["depth"] + 8,  # a value's own nesting, and the result's around it
