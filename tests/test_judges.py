@@ -129,6 +129,7 @@ DEGENERATE = {
     ),
     "empty, four dimensions": lambda *a, **k: torch.empty(0, 1, 1, 1, dtype=_dtype(a)),
     "a zero-size dimension": lambda *a, **k: torch.zeros(2, 0, 3, dtype=_dtype(a)),
+    "empty, with 10**9 slots": lambda *a, **k: torch.empty(1000, 1000, 1000, 0),
     "a scalar tensor": lambda *a, **k: torch.tensor(0.0, dtype=_dtype(a)),
     "a scalar one": lambda *a, **k: torch.tensor(1.0, dtype=_dtype(a)),
     "an integer tensor": lambda *a, **k: torch.zeros(1, dtype=torch.long),

@@ -23,16 +23,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from exercise_helpers import needs_bwrap, reference, submission, write
+from exercise_helpers import insert_after, needs_bwrap, reference, submission, write
+from test_sandbox import alive
 
 from transformer_course.exercises.runner import (
     WireError,
     decode_result,
     encode_result,
 )
-from transformer_course.grade import grade_notebook
+from transformer_course.grade import (
+    MAX_CELL_CHARS,
+    MAX_NOTEBOOK_BYTES,
+    grade_notebook,
+)
 from transformer_course.gradebook import _not_the_students_own
-from transformer_course.sandbox import EXTRA_TASKS, Sandbox, read_output
+from transformer_course.sandbox import EXTRA_TASKS, Sandbox, _Cgroups, read_output
 
 
 def run_probe(source: str, timeout: float = 20):
@@ -196,6 +201,15 @@ def _hostile_payloads() -> dict[str, bytes]:
             b'{"tensor":["float32",[4],0,16]}', b"\0" * 8
         ),
         "an unknown type": result_with({"pickle": "cos\nsystem\n"}),
+        "an empty tensor of 10**9 slots": result_with(
+            {"tensor": ["float64", [1000, 1000, 1000, 0], 0, 0]}
+        ),
+        "2,000 tensors sharing 1 MiB of data": framed(
+            json.dumps(
+                {"list": [{"tensor": ["uint8", [2**20], 0, 2**20]}] * 2000}
+            ).encode(),
+            b"\0" * 2**20,
+        ),
         "a message that is not text": encode_result(
             {"defined": True, "errors": [], "outcomes": [[{"message": [[0, 0]] * 50}]]}
         ),
@@ -340,6 +354,123 @@ def test_links_and_files_outside_the_students_folder_are_refused(tmp_path):
     os.link(alice / "01_tokens.ipynb", own)
     assert "hard link" in _not_the_students_own(own, submitted / "mallory")
     own.unlink()
+    os.symlink(b"\xff", bytes(own))  # a target that is not UTF-8 (tar restores it)
+    refused = _not_the_students_own(own, submitted / "mallory")
+    assert "is a link" in refused
+    refused.encode("utf-8")  # printable: the feedback file can hold it
+    own.unlink()
     mallory.rmdir()
     mallory.symlink_to(alice)
     assert "is a link" in _not_the_students_own(own, submitted / "mallory")
+
+
+# --- the second red team (after the fixes above) -------------------------------
+
+
+@needs_bwrap
+def test_huge_cells_are_not_parsed_by_the_grader(tmp_path):
+    """A 12 MB cell cost the grader 6 GB of memory in ast.parse, once per
+    exercise, and killed a class run: cells past the limits are not run."""
+    notebook = submission()
+    insert_after(notebook, "ex1-text", "JUNK = [" + "1," * (MAX_CELL_CHARS // 2) + "]")
+    result = grade_notebook(write(tmp_path, notebook), only=["build_char_vocab"])
+    assert any("characters" in w and "not run" in w for w in result.warnings)
+    assert result.exercises[0].status == "passed", result.exercises[0].hint
+    big = tmp_path / "big" / "01_tokens.ipynb"
+    big.parent.mkdir()
+    big.write_bytes(b" " * (MAX_NOTEBOOK_BYTES + 1))
+    with pytest.raises(ValueError, match="more than"):
+        grade_notebook(big)
+
+
+def test_forbidden_functions_in_spellings_the_second_team_found():
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    spellings = {
+        (2, "stable_softmax"): "def stable_softmax(x):\n"
+        "    return torch._masked_softmax(x, torch.zeros_like(x, dtype=torch.bool),"
+        " -1, None)\n",
+        (1, "embed_one_hot"): "def embed_one_hot(ids, table):\n"
+        "    rows = [table[i:i + 1] for i in ids.reshape(-1).tolist()]\n"
+        "    return torch.cat(rows).reshape(*ids.shape, -1)\n",
+        (1, "embed_one_hot", "narrow"): "def embed_one_hot(ids, table):\n"
+        "    rows = [table.narrow(0, i, 1) for i in ids.reshape(-1).tolist()]\n"
+        "    return torch.cat(rows).reshape(*ids.shape, -1)\n",
+    }
+    for (number, key, *_), source in spellings.items():
+        exercise = chapter(number).exercises[key]
+        function = namespace_from([source])[exercise.function]
+        report = core.run_exercise(exercise, function)
+        assert report.score == 0, (key, source)
+        assert "Write it yourself" in report.first_hint
+
+
+def _cgroups_here() -> bool:
+    groups = _Cgroups(2**30, 8)
+    made = bool(groups.groups)
+    groups.remove()
+    return made
+
+
+MEMFD = """
+import os
+written = 0
+try:
+    for _ in range(96):
+        fd = os.memfd_create("x")
+        for _ in range(64):
+            os.write(fd, b"\\xff" * 2**20)
+            written += 1
+except OSError:
+    pass
+
+def probe():
+    return written
+"""
+
+
+@needs_bwrap
+@pytest.mark.skipif(not _cgroups_here(), reason="no cgroup can be made here")
+def test_memory_no_rlimit_sees_is_capped_by_the_sandboxs_cgroup():
+    """memfd pages count against no rlimit and no tmpfs: 6 GiB of them killed a
+    class run (the OOM killer picked the grader). The sandbox's memory cgroup
+    stops them at its own limit, inside the sandbox."""
+    status, found = run_probe(MEMFD, timeout=60)
+    if status == "ok":
+        assert found * 2**20 < 4 * 2**30, found
+    else:
+        assert status == "crashed", found
+
+
+FIFO_AND_ORPHAN = """
+import os, subprocess, sys, time
+os.unlink("progress.txt")
+os.mkfifo("progress.txt")  # the runner's open() of it would block forever
+subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(1)",
+                  "MARKER"], start_new_session=True)
+time.sleep(10**6)
+"""
+
+
+@needs_bwrap
+def test_a_fifo_for_the_progress_file_neither_stalls_nor_leaves_processes(tmp_path):
+    """983 s for one notebook before (the runner blocked, every round waited for
+    the watchdog), and the sandbox's processes outlived grading (setpriv cleared
+    bwrap's parent-death signal; the runner has a session of its own)."""
+    marker = uuid.uuid4().hex
+    source = FIFO_AND_ORPHAN.replace("MARKER", marker)
+    notebook = submission()
+    insert_after(notebook, "ex1-text", source)
+    started = time.monotonic()
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["build_char_vocab"], timeout=3
+    )
+    elapsed = time.monotonic() - started
+    (grade,) = result.exercises
+    assert grade.status == "passed", grade.hint  # the cell was left out
+    assert "was left out (timeout)" in grade.hint
+    assert elapsed < 60, elapsed
+    time.sleep(1)
+    assert not alive(marker)

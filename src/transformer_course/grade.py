@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import nbformat
@@ -69,6 +70,14 @@ torch.manual_seed(0)
 del numpy
 device = torch.device("cpu")
 """
+
+
+#: Bounds on what the grader reads and parses in its own process: a notebook
+#: file, one code cell, all code cells together (the course's cells are a few
+#: thousand characters).
+MAX_NOTEBOOK_BYTES = 32 * 2**20
+MAX_CELL_CHARS = 200_000
+MAX_CODE_CHARS = 1_000_000
 
 
 @dataclass
@@ -158,16 +167,24 @@ def _is_locked(cell: nbformat.NotebookNode) -> bool:
 
 def _defines(source: str, name: str) -> bool:
     """True if the cell defines ``name`` at its top level (def or assignment)."""
+    names = _top_level_names(source)
+    if names is None:  # not Python: look for the def alone
+        return re.search(rf"^def\s+{re.escape(name)}\s*\(", source, re.M) is not None
+    return name in names
+
+
+@lru_cache(maxsize=1024)
+def _top_level_names(source: str) -> frozenset[str] | None:
+    """The names a cell defines at its top level (None if it does not parse);
+    parsed once per cell, however many exercises ask."""
     try:
         tree = ast.parse(_without_magics(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return re.search(rf"^def\s+{re.escape(name)}\s*\(", source, re.M) is not None
+        return None
+    names = set()
     for node in tree.body:
-        if (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            and node.name == name
-        ):
-            return True
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
         targets = (
             node.targets
             if isinstance(node, ast.Assign)
@@ -175,9 +192,30 @@ def _defines(source: str, name: str) -> bool:
             if isinstance(node, ast.AnnAssign)
             else []
         )
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return True
-    return False
+        names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
+def _oversized_cells_left_out(notebook: nbformat.NotebookNode) -> list[str]:
+    """Empty the code cells past the size limits (parsing them would cost the
+    grader memory and time: about 0.5 GB and 2.5 s per MB); say which."""
+    warnings, total = [], 0
+    for index, cell in enumerate(notebook.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        size = len(_source(cell))
+        total += size
+        if size > MAX_CELL_CHARS or total > MAX_CODE_CHARS:
+            cell["source"] = ""
+            limit = (
+                f"more than {MAX_CELL_CHARS:,} in one cell"
+                if size > MAX_CELL_CHARS
+                else f"the notebook's code passes {MAX_CODE_CHARS:,} in all"
+            )
+            warnings.append(
+                f"cell {index + 1} has {size:,} characters ({limit}): not run"
+            )
+    return warnings
 
 
 def _without_magics(source: str) -> str:
@@ -345,7 +383,7 @@ def _grade_exercises(
             "cases": [check.cases() for check in exercise.checks],
         }
     for _ in range(4):  # a round more for each cell left out (or a dead sandbox)
-        if not pending:
+        if not pending or time.monotonic() - started >= budget:
             break
         keys = list(pending)
         jobs = [
@@ -357,7 +395,8 @@ def _grade_exercises(
             }
             for k in keys
         ]
-        for key, result in zip(keys, sandbox.run(jobs, timeout, PREAMBLE), strict=True):
+        results = sandbox.run(jobs, timeout, PREAMBLE, until=started + budget)
+        for key, result in zip(keys, results, strict=True):
             job = pending[key]
             if result is None:  # never started: the sandbox died before it
                 continue
@@ -379,9 +418,22 @@ def _grade_exercises(
                 continue
             final[key] = _verdict(job["exercise"], job, result)
             del pending[key]
+    over = time.monotonic() - started >= budget
     for key, job in pending.items():
-        final[key] = _grade(
-            job["exercise"], "crashed", "could not be graded: the sandbox kept dying"
+        final[key] = (
+            _grade(
+                job["exercise"],
+                "timeout",
+                f"the notebook's grading took more than {budget:g} s in all "
+                f"({STARTUP_SECONDS} s to start, {timeout * JOB_STAGES:g} s per "
+                "exercise): make the slow cells faster",
+            )
+            if over
+            else _grade(
+                job["exercise"],
+                "crashed",
+                "could not be graded: the sandbox kept dying",
+            )
         )
     return [final[e.key] for e in exercises]
 
@@ -437,12 +489,19 @@ def grade_notebook(
     bubblewrap cannot run here and ``unsafe`` is False.
     """
     path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(
+            f"the notebook has {size:,} bytes, more than the {MAX_NOTEBOOK_BYTES:,} "
+            "the grader reads (clear large outputs and grade it again)"
+        )
     notebook = nbformat.read(path, as_version=4)
     try:
         nbformat.validate(notebook)
     except nbformat.ValidationError as err:
         raise ValueError(f"not a valid notebook: {str(err).splitlines()[0]}") from None
     number, reason, warnings = _chapter_of(notebook, path, chapter)
+    warnings += _oversized_cells_left_out(notebook)
     module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[number]}")
     unknown = set(only or ()) - set(module.EXERCISES)
     if unknown:
@@ -464,7 +523,9 @@ def write_text_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+        with os.fdopen(
+            handle, "w", encoding="utf-8", errors="replace", newline=""
+        ) as out:
             out.write(text)
         os.replace(temporary, path)
     except BaseException:

@@ -33,7 +33,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .grade import NotebookGrade, grade_notebook, write_text_atomically
+from .grade import NotebookGrade, grade_notebook, printable, write_text_atomically
 from .sandbox import Sandbox, SandboxUnavailable
 
 __all__ = ["ClassRow", "grade_class", "main"]
@@ -114,9 +114,30 @@ def grade_class(
                 gradebook.add_submission(assignment, student)
             for name in notebooks:
                 path = submitted / student / assignment / f"{name}.ipynb"
-                rows += _grade_one(
-                    gradebook, sandbox, path, student, assignment, name, timeout, log
-                )
+                try:
+                    rows += _grade_one(
+                        gradebook,
+                        sandbox,
+                        path,
+                        student,
+                        assignment,
+                        name,
+                        timeout,
+                        log,
+                    )
+                except SandboxUnavailable:
+                    raise
+                except Exception as err:  # this student only: the class goes on
+                    why = f"{type(err).__name__}: {printable(str(err), 300)}"
+                    log(f"{printable(student, 100)}: {name} not graded: {why}")
+                    rows += _zero_rows(
+                        gradebook,
+                        student,
+                        assignment,
+                        name,
+                        "error",
+                        f"not graded: {why}",
+                    )
             gradebook.db.commit()
     return rows
 
@@ -193,7 +214,8 @@ def _not_the_students_own(path: Path, folder: Path) -> str:
     for item in (folder, *reversed(path.relative_to(folder).parents[:-1]), path):
         place = folder / item if item != folder else folder
         if place.is_symlink():
-            return f"{place.name} is a link (to {os.readlink(place)}), not a file"
+            target = printable(os.fsdecode(os.readlink(place)), 200)
+            return f"{printable(place.name, 100)} is a link (to {target}), not a file"
     if not path.exists():
         return ""
     if not path.resolve().is_relative_to(folder.resolve()):

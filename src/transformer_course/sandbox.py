@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import os
 import queue
 import shutil
@@ -244,6 +245,70 @@ def _tasks_of_this_user() -> int:
     return total
 
 
+CGROUPS = Path("/sys/fs/cgroup")
+
+
+class _Cgroups:
+    """A memory and a pids cgroup (cgroup v1, as root) for one sandbox: a cap on
+    the memory of all its processes together (memfd and tmpfs pages included,
+    which no rlimit sees) and on its tasks; everything in them is killed at the
+    end. Where none can be made (cgroup v2, no rights), nothing: the rlimits and
+    the runner's count remain."""
+
+    def __init__(self, memory_bytes: int, tasks: int):
+        self.groups: list[Path] = []
+        if not _as_root() or (CGROUPS / "cgroup.controllers").exists():
+            return
+        name = f"transformer-course-grade-{os.getpid()}-{time.monotonic_ns()}"
+        settings = {
+            "memory": [
+                ("memory.limit_in_bytes", memory_bytes),
+                ("memory.memsw.limit_in_bytes", memory_bytes),  # no swap either
+            ],
+            "pids": [("pids.max", tasks)],
+        }
+        try:
+            for controller, values in settings.items():
+                base = CGROUPS / controller
+                if not (base / "cgroup.procs").exists():
+                    continue
+                group = base / name
+                group.mkdir()
+                self.groups.append(group)
+                for key, value in values:
+                    if (group / key).exists():
+                        (group / key).write_text(str(value))
+        except OSError:
+            self.remove()
+
+    def join(self) -> None:
+        """Put the calling process in the groups (run in the child, before exec)."""
+        for group in self.groups:
+            fd = os.open(group / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+
+    def remove(self) -> None:
+        """Kill every process in the groups, then remove them."""
+        for group in self.groups:
+            for _ in range(100):
+                try:
+                    pids = (group / "cgroup.procs").read_text().split()
+                except OSError:
+                    break
+                if not pids:
+                    break
+                for pid in pids:
+                    with contextlib.suppress(OSError, ValueError):
+                        os.kill(int(pid), signal.SIGKILL)
+                time.sleep(0.01)
+            with contextlib.suppress(OSError):
+                group.rmdir()
+        self.groups = []
+
+
 class Sandbox:
     """Runs runner jobs; see the module docstring.
 
@@ -382,7 +447,11 @@ class Sandbox:
         return [*command, "--", *python, INSIDE_RUNNER, str(plan)]
 
     def run(
-        self, jobs: list[dict], timeout: float, preamble: str = ""
+        self,
+        jobs: list[dict],
+        timeout: float,
+        preamble: str = "",
+        until: float | None = None,
     ) -> list[SandboxResult | None]:
         """Run jobs, one after the other, in one sandbox; one result per job.
 
@@ -391,7 +460,8 @@ class Sandbox:
         deadline of each stage (the preamble, each cell, the calls), in seconds.
         ``preamble`` is code every job runs before the learner's cells.
         A job gets None when it never started: the sandbox died before it (a
-        job that kills the sandbox's own process); run it again.
+        job that kills the sandbox's own process), or ``until`` (a
+        ``time.monotonic()`` time: the caller's budget) came first.
         """
         scratch = Path(tempfile.mkdtemp(prefix="grade-"))
         identity = None
@@ -399,7 +469,7 @@ class Sandbox:
             uid = _unused_id()
             identity = (uid, uid)
         try:
-            return self._run(scratch, jobs, timeout, preamble, identity)
+            return self._run(scratch, jobs, timeout, preamble, identity, until)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -466,18 +536,30 @@ class Sandbox:
         timeout: float,
         preamble: str,
         identity: tuple[int, int] | None = None,
+        until: float | None = None,
     ):
         plan = self._plan(scratch, jobs, timeout, preamble, identity)
+        until = math.inf if until is None else until
         before = _descendants(os.getpid()) if self.reaper else set()
-        process = subprocess.Popen(
-            self._command(scratch, plan, identity),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=self._environment(scratch),
-            cwd=scratch,
-            start_new_session=True,
+        cgroups = (
+            _Cgroups(self.memory_bytes + WORK_BYTES + 64 * 2**20, EXTRA_TASKS + 4)
+            if self.sandboxed
+            else _Cgroups(0, 0)
         )
+        try:
+            process = subprocess.Popen(
+                self._command(scratch, plan, identity),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=self._environment(scratch),
+                cwd=scratch,
+                start_new_session=True,
+                preexec_fn=cgroups.join if cgroups.groups else None,
+            )
+        except BaseException:
+            cgroups.remove()
+            raise
         messages: queue.Queue = queue.Queue()
 
         def read() -> None:  # lines of bounded length
@@ -495,7 +577,7 @@ class Sandbox:
         finished = False
         try:
             while not finished:
-                remaining = deadline - time.monotonic()
+                remaining = min(deadline, until) - time.monotonic()
                 if remaining <= 0:
                     break
                 try:
@@ -510,6 +592,7 @@ class Sandbox:
                     deadline = time.monotonic() + timeout * (JOB_STAGES + 1) + 10
         finally:
             self._stop(process, before)
+            cgroups.remove()
             reader.join(timeout=5)
         if running is not None and results[running] is None:
             why = (

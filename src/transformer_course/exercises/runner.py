@@ -30,6 +30,7 @@ import math
 import os
 import shutil
 import signal
+import stat
 import sys
 import threading
 import time
@@ -74,12 +75,23 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
     "softmax": (
         "torch.softmax (also F.softmax, Tensor.softmax, log_softmax, sparse softmax "
         "and NumPy/SciPy versions)",
-        frozenset({"softmax", "log_softmax", "_softmax", "_log_softmax", *_TO_NUMPY}),
+        frozenset(
+            {
+                "softmax",
+                "log_softmax",
+                "_softmax",
+                "_log_softmax",
+                "_masked_softmax",
+                *_TO_NUMPY,
+            }
+        ),
         frozenset(
             {
                 "_softmax",
                 "_log_softmax",
                 "_safe_softmax",
+                "_masked_softmax",
+                "_masked_softmax_backward",
                 "_sparse_softmax",
                 "_sparse_log_softmax",
             }
@@ -157,11 +169,25 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
         ),
         frozenset({"_transformer_encoder_layer_fwd", "_native_multi_head_attention"}),
     ),
+    # Any way of reading rows out of the table: indexing, slicing, splitting.
     "embedding": (
         "F.embedding, nn.Embedding or indexing the table (table[ids], table[i], "
-        "index_select, NumPy)",
+        "table[i:i+1], narrow, split, unbind, index_select, NumPy)",
         frozenset(
-            {"embedding", "index_select", "take", "gather", "embedding_bag", *_TO_NUMPY}
+            {
+                "embedding",
+                "index_select",
+                "take",
+                "gather",
+                "embedding_bag",
+                "narrow",
+                "unbind",
+                "split",
+                "chunk",
+                "tensor_split",
+                "as_strided",
+                *_TO_NUMPY,
+            }
         ),
         frozenset(
             {
@@ -169,9 +195,18 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "index",
                 "index_select",
                 "select",
+                "slice",
+                "narrow",
+                "unbind",
+                "split",
+                "split_with_sizes",
+                "unsafe_split",
+                "chunk",
+                "tensor_split",
                 "take",
                 "gather",
                 "_embedding_bag",
+                "_embedding_bag_forward_only",
             }
         ),
     ),
@@ -488,7 +523,10 @@ def to_plain(value: Any, limits: dict | None = None) -> Any:
             return v
         if isinstance(v, torch.Tensor):
             t = _plain_tensor(v)
-            spend("elements", t.numel(), f"a tensor of shape {tuple(t.shape)}")
+            # the non-zero sizes too: (1000, 1000, 1000, 0) is empty, but a
+            # judge's t.sum(-1) of it is not
+            size = max(t.numel(), math.prod(n for n in t.shape if n))
+            spend("elements", size, f"a tensor of shape {tuple(t.shape)}")
             t = t.detach()
             if t.layout != torch.strided:
                 t = t.to_dense()
@@ -576,6 +614,7 @@ WIRE_LIMITS = {
     "depth": LIMITS["depth"] + 8,  # a value's own nesting, and the result's around it
     "string": LIMITS["string"],
     "dimensions": 16,
+    "elements": 8 * LIMITS["elements"],  # tensor elements, in all
 }
 
 
@@ -633,6 +672,7 @@ def decode_result(payload: bytes, limits: dict | None = None) -> Any:
             f"the result structure is not JSON ({type(err).__name__})"
         ) from None
     items = [limits["items"]]
+    budget = {"elements": limits["elements"], "end": 0}
 
     def count(n: int) -> None:
         items[0] -= n
@@ -689,6 +729,16 @@ def decode_result(payload: bytes, limits: dict | None = None) -> Any:
             raise WireError("a tensor shape that is not a short list of sizes")
         dtype = WIRE_DTYPES[name]
         numel = math.prod(shape)
+        # the non-zero sizes of an empty tensor count (a judge may reduce over
+        # them); and tensors lie one after the other in the data, as
+        # encode_result writes them: none shares bytes with another, so what is
+        # built is never more than what was sent
+        budget["elements"] -= max(numel, math.prod(n for n in shape if n))
+        if budget["elements"] < 0:
+            raise WireError("more tensor elements than a result may hold")
+        if offset != budget["end"]:
+            raise WireError("a tensor's data overlaps another's or leaves a gap")
+        budget["end"] += nbytes
         if not (type(offset) is int and type(nbytes) is int and offset >= 0):
             raise WireError("a tensor's place in the data is not two numbers")
         if nbytes != numel * dtype.itemsize or offset + nbytes > len(data):
@@ -1123,10 +1173,10 @@ def _run_cell(run, namespace: dict, source: str) -> str | None:
     return None
 
 
-def _child(plan: dict, job: dict, cases: list, work: Path) -> int:
+def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> int:
     """In the forked child: the preamble, the learner's cells, the calls."""
     os.chdir(work)
-    progress = (work / "progress.txt").open("a", buffering=1, encoding="utf-8")
+    progress = os.fdopen(progress_fd, "a", buffering=1, encoding="utf-8")
     namespace, run = _shell()
     progress.write("preamble\n")
     preamble_error = run(plan["preamble"])
@@ -1154,24 +1204,50 @@ def _child(plan: dict, job: dict, cases: list, work: Path) -> int:
     return 0
 
 
+def _read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a plain file of at most ``limit`` bytes: the
+    learner's code may have put a FIFO, a link or a device in its place."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("the result file is not a plain file")
+        if info.st_size > limit:
+            raise ValueError(f"{info.st_size:,} bytes of results")
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            raise ValueError(f"more than {limit:,} bytes of results")
+        return data
+    finally:
+        os.close(fd)
+
+
 def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) -> dict:
     """Fork a child for one job, watch its deadlines, clean up after it."""
     work = Path(plan["work"]) / f"job{number}"
     work.mkdir(parents=True)
+    # The progress file, opened here once for the child to write and for us to
+    # read: the learner's code can write to the folder (swap the file for a FIFO
+    # whose open() would block us, or a link), never change what these refer to.
     progress = work / "progress.txt"
+    flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    write_fd = os.open(progress, flags | os.O_WRONLY | os.O_APPEND, 0o600)
+    read_fd = os.open(progress, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     pid = os.fork()
     if pid == 0:  # the child
         code = 70
         try:
             os.close(report_fd)
+            os.close(read_fd)
             os.setpgid(0, 0)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
                 with contextlib.suppress(AttributeError, ValueError, OSError):
                     signal.signal(getattr(signal, name), signal.SIG_DFL)
-            code = _child(plan, job, cases, work)
+            code = _child(plan, job, cases, work, write_fd)
         finally:
             os._exit(code)
+    os.close(write_fd)
     # The stages a job goes through, in order. The child writes each one as it
     # starts it; a line that does not move forward (the learner's code can write
     # to the file too) does not restart the clock, and the whole job has a cap.
@@ -1184,9 +1260,7 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
     def advance() -> None:  # read every new line, in order
         nonlocal reached, started, offset, pending
         try:
-            with progress.open("rb") as handle:
-                handle.seek(offset)
-                chunk = handle.read(1 << 20)
+            chunk = os.pread(read_fd, 1 << 20, offset)
         except OSError:
             return
         offset += len(chunk)
@@ -1232,14 +1306,13 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
         detail = f"the process died ({why}: os._exit, a crash or running out of memory)"
     outcomes = None
     if status is None:
-        path = work / RESULT_FILE
         try:
-            if path.stat().st_size > plan["max_result_bytes"]:
-                raise ValueError(f"{path.stat().st_size:,} bytes of results")
-            outcomes = base64.b64encode(path.read_bytes()).decode()
+            data = _read_regular_file(work / RESULT_FILE, plan["max_result_bytes"])
+            outcomes = base64.b64encode(data).decode()
             status = "ok"
         except (OSError, ValueError) as err:
             status, detail = "error", f"could not read the results: {err}"
+    os.close(read_fd)
     shutil.rmtree(work, ignore_errors=True)
     return {"status": status, "stage": stage, "detail": detail, "outcomes": outcomes}
 
@@ -1254,6 +1327,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     plan = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     _set_limits(plan.get("rlimits", {}))
+    # PR_SET_PDEATHSIG, set here: setpriv's change of user cleared bwrap's. When
+    # the grader stops the sandbox, we die, and with us (PID 1) all it holds.
+    _prctl(1, signal.SIGKILL)
     _prctl(4, 0)  # PR_SET_DUMPABLE: children may not open our pipe via /proc
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: detached grandchildren come back to us
     sys.meta_path.insert(0, _HideCoursePackage())
