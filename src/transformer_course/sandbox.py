@@ -255,8 +255,10 @@ class _Cgroups:
     end. Where none can be made (cgroup v2, no rights), nothing: the rlimits and
     the runner's count remain."""
 
-    def __init__(self, memory_bytes: int, tasks: int):
+    def __init__(self, memory_bytes: int = 0, tasks: int = 0):
         self.groups: list[Path] = []
+        if memory_bytes <= 0 or tasks <= 0:  # none asked for
+            return
         if not _as_root() or (CGROUPS / "cgroup.controllers").exists():
             return
         name = f"transformer-course-grade-{os.getpid()}-{time.monotonic_ns()}"
@@ -541,10 +543,10 @@ class Sandbox:
         plan = self._plan(scratch, jobs, timeout, preamble, identity)
         until = math.inf if until is None else until
         before = _descendants(os.getpid()) if self.reaper else set()
-        cgroups = (
+        cgroups = (  # the sandbox's alone: never around the grader's own user
             _Cgroups(self.memory_bytes + WORK_BYTES + 64 * 2**20, EXTRA_TASKS + 4)
             if self.sandboxed
-            else _Cgroups(0, 0)
+            else _Cgroups()
         )
         try:
             process = subprocess.Popen(
