@@ -474,3 +474,15 @@ def test_a_fifo_for_the_progress_file_neither_stalls_nor_leaves_processes(tmp_pa
     assert elapsed < 60, elapsed
     time.sleep(1)
     assert not alive(marker)
+
+
+@needs_bwrap
+def test_a_python_path_with_dots_still_runs_in_the_sandbox(monkeypatch, tmp_path):
+    """`../.venv/bin/python -m pytest` from tests/: "tests/.." does not exist
+    inside the sandbox, so every job failed to start (found while measuring)."""
+    python = os.path.abspath(sys.executable)
+    dotted = tmp_path / os.path.relpath(python, tmp_path)  # through tmp_path/..
+    assert ".." in str(dotted)
+    monkeypatch.setattr(sys, "executable", str(dotted))
+    status, found = run_probe("def probe():\n    return 7\n")
+    assert (status, found) == ("ok", 7)

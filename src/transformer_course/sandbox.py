@@ -354,7 +354,12 @@ class Sandbox:
         work = self._work(scratch)
         return {
             "PATH": os.pathsep.join(
-                [str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
+                [
+                    os.path.dirname(os.path.abspath(sys.executable)),
+                    "/usr/local/bin",
+                    "/usr/bin",
+                    "/bin",
+                ]
             ),
             "HOME": str(work),
             "TMPDIR": str(work),
@@ -375,7 +380,8 @@ class Sandbox:
     ) -> list[str]:
         """The command that runs the runner on ``plan``; ``identity`` is the
         (uid, gid) graded code runs as when the grader is root (None otherwise)."""
-        python = [sys.executable, "-I", "-B"]
+        python = [os.path.abspath(sys.executable), "-I", "-B"]  # no "..": the
+        # folders a relative path passes through may not exist in the sandbox
         if not self.sandboxed:
             runner = scratch / "runner.py"
             shutil.copyfile(RUNNER, runner)
