@@ -20,7 +20,10 @@ How a submission is graded, exercise by exercise:
 
 A cell past ``--timeout`` seconds, a dead process (``os._exit``, memory),
 ``sys.exit()`` or a flood of output costs that exercise its points, never the
-grader. The exit status is 0 whenever grading worked, whatever the score; 2 when
+grader. The whole notebook, rounds of grading again included, has a deadline
+(:data:`STARTUP_SECONDS` plus ``JOB_STAGES × --timeout`` per exercise), and
+what the grader parses itself is bounded (:data:`MAX_NOTEBOOK_BYTES`,
+:data:`MAX_CELL_CHARS`, :data:`MAX_CODE_CHARS`). The exit status is 0 whenever grading worked, whatever the score; 2 when
 the notebook cannot be read; 3 when no sandbox is available and ``--unsafe`` was
 not given.
 """
