@@ -21,6 +21,7 @@ import tracemalloc
 import uuid
 from pathlib import Path
 
+import nbformat
 import pytest
 import torch
 from exercise_helpers import insert_after, needs_bwrap, reference, submission, write
@@ -35,6 +36,7 @@ from transformer_course.grade import (
     MAX_CELL_CHARS,
     MAX_NOTEBOOK_BYTES,
     grade_notebook,
+    read_submission,
 )
 from transformer_course.gradebook import _not_the_students_own
 from transformer_course.sandbox import EXTRA_TASKS, Sandbox, _Cgroups, read_output
@@ -486,3 +488,91 @@ def test_a_python_path_with_dots_still_runs_in_the_sandbox(monkeypatch, tmp_path
     monkeypatch.setattr(sys, "executable", str(dotted))
     status, found = run_probe("def probe():\n    return 7\n")
     assert (status, found) == ("ok", 7)
+
+
+# --- the third red team ---------------------------------------------------------
+
+
+def test_a_notebook_of_millions_of_json_values_is_refused_before_parsing(tmp_path):
+    """31 MB of empty objects in the metadata cost nbformat 5.7 GB and killed a
+    class run in a 3 GiB container; only what grading reads reaches nbformat."""
+    notebook = json.loads(json.dumps(submission()))
+    notebook["metadata"]["x"] = "PLACEHOLDER"
+    text = json.dumps(notebook).replace(
+        '"PLACEHOLDER"', "[" + ",".join(["{}"] * 2_000_000) + "]"
+    )
+    path = tmp_path / "01_tokens.ipynb"
+    path.write_text(text)
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match="JSON values"):
+            read_submission(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 2
+    assert peak < 3 * path.stat().st_size  # the bytes, never millions of objects
+    # an honest notebook's outputs and other metadata never reach the grader
+    honest = json.loads(json.dumps(submission()))
+    honest["metadata"]["widgets"] = {"state": {"a": list(range(1000))}}
+    honest["cells"][0]["metadata"]["tags"] = ["x"]
+    path.write_text(json.dumps(honest))
+    read = read_submission(path)
+    assert "widgets" not in read.metadata
+    assert "tags" not in read.cells[0].metadata
+    assert len(read.cells) == len(honest["cells"])
+
+
+def test_thousands_of_oversized_cells_give_one_line_of_warnings():
+    from transformer_course.grade import _oversized_cells_left_out
+
+    notebook = submission()
+    for _ in range(6):
+        notebook.cells.append(
+            nbformat.v4.new_code_cell("x = 1  #" + "y" * MAX_CELL_CHARS)
+        )
+    warnings = _oversized_cells_left_out(notebook)
+    assert len(warnings) == 4
+    assert warnings[-1] == "and 3 more cells past the limits: not run"
+
+
+def test_a_result_past_the_data_budget_is_refused():
+    payload = encode_result({"list": torch.zeros(3 * 2**20)})  # 12 MiB of float32
+    with pytest.raises(WireError):
+        decode_result(payload)
+
+
+FORGE_UNCHANGED = """
+import gc, types
+for _f in gc.get_objects():
+    if (type(_f) is types.FunctionType and _f.__name__ == "_child"
+            and "call_cases" in _f.__globals__):
+        _real = _f.__globals__["call_cases"]
+        def _cc(*a, _real=_real, **k):
+            return [dict(o, mutated=[]) for o in _real(*a, **k)]
+        _f.__globals__["call_cases"] = _cc
+"""
+
+
+@needs_bwrap
+def test_a_runner_patched_to_forge_unchanged_inputs_earns_nothing(tmp_path):
+    """A cell rebound the runner's call_cases to report no changed inputs: an
+    in-place merge_pair got 3 / 3 instead of 2.5. The runner refuses to call a
+    function once its own code has been patched, in every exercise."""
+    in_place = (
+        "def merge_pair(ids, pair, new_id):\n"
+        "    out = []\n"
+        "    while ids:\n"
+        "        if len(ids) > 1 and (ids[0], ids[1]) == tuple(pair):\n"
+        "            out.append(new_id)\n"
+        "            del ids[:2]\n"
+        "        else:\n"
+        "            out.append(ids.pop(0))\n"
+        "    return out\n"
+    )
+    notebook = submission({"merge_pair": FORGE_UNCHANGED + in_place})
+    result = grade_notebook(write(tmp_path, notebook), only=["merge_pair"])
+    (grade,) = result.exercises
+    assert grade.points == 0, grade
+    assert "switch off or look for its checks" in grade.hint

@@ -81,6 +81,8 @@ device = torch.device("cpu")
 MAX_NOTEBOOK_BYTES = 32 * 2**20
 MAX_CELL_CHARS = 200_000
 MAX_CODE_CHARS = 1_000_000
+MAX_CELLS = 5_000
+MAX_JSON_VALUES = 1_000_000  # commas, colons and brackets: a bound on its objects
 
 
 @dataclass
@@ -218,6 +220,10 @@ def _oversized_cells_left_out(notebook: nbformat.NotebookNode) -> list[str]:
             warnings.append(
                 f"cell {index + 1} has {size:,} characters ({limit}): not run"
             )
+    if len(warnings) > 3:  # one line for the rest, however many
+        warnings[3:] = [
+            f"and {len(warnings) - 3:,} more cells past the limits: not run"
+        ]
     return warnings
 
 
@@ -478,6 +484,72 @@ def _chapter_of(
     return number, reason, warnings
 
 
+def read_submission(path: Path) -> nbformat.NotebookNode:
+    """The parts of a submitted notebook that grading reads, within bounds.
+
+    The file's size and its number of JSON values are checked before it is
+    parsed (a 31 MB notebook of 10⁷ empty objects cost nbformat 5.7 GB), and
+    only each cell's type, source, id and nbgrader metadata, and the notebook's
+    format and course metadata, reach nbformat (no outputs, no other metadata).
+    Raises ValueError for a file that is not such a notebook.
+    """
+    size = path.stat().st_size
+    if size > MAX_NOTEBOOK_BYTES:
+        raise ValueError(
+            f"the notebook has {size:,} bytes, more than the {MAX_NOTEBOOK_BYTES:,} "
+            "the grader reads (clear large outputs and grade it again)"
+        )
+    data = path.read_bytes()
+    values = sum(data.count(c) for c in (b",", b":", b"[", b"{"))
+    if values > MAX_JSON_VALUES:
+        raise ValueError(
+            f"the notebook holds about {values:,} JSON values, more than the "
+            f"{MAX_JSON_VALUES:,} the grader reads (clear large outputs)"
+        )
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError):
+        raise ValueError("not a notebook: the file is not JSON") from None
+    cells = raw.get("cells") if type(raw) is dict else None
+    if type(cells) is not list or not all(type(c) is dict for c in cells):
+        raise ValueError("not a notebook of format 4: no list of cells")
+    if len(cells) > MAX_CELLS:
+        raise ValueError(
+            f"the notebook has {len(cells):,} cells, more than {MAX_CELLS:,}"
+        )
+    metadata = raw.get("metadata") if type(raw.get("metadata")) is dict else {}
+    kept = {
+        "nbformat": raw.get("nbformat"),
+        "nbformat_minor": raw.get("nbformat_minor"),
+        "metadata": {
+            k: metadata[k]
+            for k in ("transformer_course", "kernelspec", "language_info")
+            if k in metadata
+        },
+        "cells": [],
+    }
+    for cell in cells:
+        cell_metadata = cell.get("metadata")
+        reduced = {
+            "cell_type": cell.get("cell_type"),
+            "source": cell.get("source", ""),
+            "metadata": {"nbgrader": cell_metadata["nbgrader"]}
+            if type(cell_metadata) is dict and "nbgrader" in cell_metadata
+            else {},
+        }
+        if "id" in cell:
+            reduced["id"] = cell["id"]
+        if reduced["cell_type"] == "code":
+            reduced.update(outputs=[], execution_count=None)
+        kept["cells"].append(reduced)
+    try:
+        notebook = nbformat.reads(json.dumps(kept), as_version=4)
+        nbformat.validate(notebook)
+    except nbformat.ValidationError as err:
+        raise ValueError(f"not a valid notebook: {str(err).splitlines()[0]}") from None
+    return notebook
+
+
 def grade_notebook(
     path: Path | str,
     chapter: int | None = None,
@@ -492,17 +564,7 @@ def grade_notebook(
     bubblewrap cannot run here and ``unsafe`` is False.
     """
     path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_NOTEBOOK_BYTES:
-        raise ValueError(
-            f"the notebook has {size:,} bytes, more than the {MAX_NOTEBOOK_BYTES:,} "
-            "the grader reads (clear large outputs and grade it again)"
-        )
-    notebook = nbformat.read(path, as_version=4)
-    try:
-        nbformat.validate(notebook)
-    except nbformat.ValidationError as err:
-        raise ValueError(f"not a valid notebook: {str(err).splitlines()[0]}") from None
+    notebook = read_submission(path)
     number, reason, warnings = _chapter_of(notebook, path, chapter)
     warnings += _oversized_cells_left_out(notebook)
     module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[number]}")
