@@ -447,4 +447,9 @@ def test_the_grader_refuses_a_layer_norm_that_is_torch_s(tmp_path, cheat):
     graded = {e.key: e for e in grade_notebook(path).exercises}
     assert graded["layer_norm"].points == 0
     assert "not to" in graded["layer_norm"].hint
-    assert graded["mlp_forward"].points == 3  # the rest of the notebook is graded
+    if cheat == "patched runner":  # every exercise it runs before: the runner's
+        # verdicts cannot be trusted once a cell has patched it (issue 20)
+        assert graded["mlp_forward"].points == 0
+        assert "switch off or look for its checks" in graded["mlp_forward"].hint
+    else:
+        assert graded["mlp_forward"].points == 3  # the rest of the notebook is graded
