@@ -518,7 +518,7 @@ def test_a_notebook_of_millions_of_json_values_is_refused_before_parsing(tmp_pat
     honest["metadata"]["widgets"] = {"state": {"a": list(range(1000))}}
     honest["cells"][0]["metadata"]["tags"] = ["x"]
     path.write_text(json.dumps(honest))
-    read = read_submission(path)
+    read, _ = read_submission(path)
     assert "widgets" not in read.metadata
     assert "tags" not in read.cells[0].metadata
     assert len(read.cells) == len(honest["cells"])
@@ -576,3 +576,63 @@ def test_a_runner_patched_to_forge_unchanged_inputs_earns_nothing(tmp_path):
     (grade,) = result.exercises
     assert grade.points == 0, grade
     assert "switch off or look for its checks" in grade.hint
+
+
+# --- the fourth red team ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["id", "source", "nbgrader"])
+def test_one_huge_string_costs_the_grader_little(tmp_path, where):
+    """A cell id of 33 million DEL characters cost the grader 4 GB (nbformat's
+    error message quoted it; JSON escaping made it six times longer) and printed
+    a 132 MB line in the class run's log."""
+    huge = "\x7f" * 8_000_000
+    cell = {
+        "cell_type": "code",
+        "metadata": {},
+        "source": "x = 1",
+        "outputs": [],
+        "execution_count": None,
+        "id": "c0",
+    }
+    if where == "id":
+        cell["id"] = huge
+    elif where == "source":
+        cell["source"] = f"x = '{huge}'"
+    else:
+        cell["metadata"] = {"nbgrader": {"grade_id": huge}}
+    notebook = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}
+    path = tmp_path / "01_tokens.ipynb"
+    path.write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        read, warnings = read_submission(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 2
+    assert peak < 4 * path.stat().st_size
+    assert len(read.cells) == 1
+    assert len(json.dumps(read)) < 20_000
+    assert (where == "source") == bool(warnings)
+
+
+def test_softmax_through_the_fused_attention_kernel_is_forbidden():
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    source = (
+        "def stable_softmax(x):\n"
+        "    D = x.shape[-1]\n"
+        "    q = x.reshape(1, 1, -1, D)\n"
+        "    eye = torch.eye(D, dtype=x.dtype).reshape(1, 1, D, D)\n"
+        "    out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(\n"
+        "        q, eye, eye, scale=1.0)[0]\n"
+        "    return out.reshape(x.shape)\n"
+    )
+    exercise = chapter(2).exercises["stable_softmax"]
+    report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
+    assert report.score == 0
+    assert "Write it yourself" in report.first_hint

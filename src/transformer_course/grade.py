@@ -40,6 +40,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings as warnings_module
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -484,14 +485,16 @@ def _chapter_of(
     return number, reason, warnings
 
 
-def read_submission(path: Path) -> nbformat.NotebookNode:
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
     """The parts of a submitted notebook that grading reads, within bounds.
 
     The file's size and its number of JSON values are checked before it is
     parsed (a 31 MB notebook of 10⁷ empty objects cost nbformat 5.7 GB), and
     only each cell's type, source, id and nbgrader metadata, and the notebook's
     format and course metadata, reach nbformat (no outputs, no other metadata).
-    Raises ValueError for a file that is not such a notebook.
+    A cell past :data:`MAX_CELL_CHARS` is emptied (the warnings say which).
+    Returns (the notebook, warnings); raises ValueError for a file that is not
+    such a notebook.
     """
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
@@ -518,36 +521,78 @@ def read_submission(path: Path) -> nbformat.NotebookNode:
             f"the notebook has {len(cells):,} cells, more than {MAX_CELLS:,}"
         )
     metadata = raw.get("metadata") if type(raw.get("metadata")) is dict else {}
+    minor = raw.get("nbformat_minor")
     kept = {
         "nbformat": raw.get("nbformat"),
-        "nbformat_minor": raw.get("nbformat_minor"),
+        "nbformat_minor": minor,
         "metadata": {
             k: metadata[k]
             for k in ("transformer_course", "kernelspec", "language_info")
-            if k in metadata
+            if k in metadata and _small(metadata[k])
         },
         "cells": [],
     }
-    for cell in cells:
+    warnings: list[str] = []
+    for index, cell in enumerate(cells):
         cell_metadata = cell.get("metadata")
+        source = cell.get("source", "")
+        if type(source) is list and all(type(line) is str for line in source):
+            source = "".join(source)
+        if type(source) is not str:
+            source = ""
+        if len(source) > MAX_CELL_CHARS:
+            warnings.append(
+                f"cell {index + 1} has {len(source):,} characters (more than "
+                f"{MAX_CELL_CHARS:,} in one cell): not run"
+            )
+            source = ""
+        nbgrader = (
+            cell_metadata.get("nbgrader") if type(cell_metadata) is dict else None
+        )
         reduced = {
             "cell_type": cell.get("cell_type"),
-            "source": cell.get("source", ""),
-            "metadata": {"nbgrader": cell_metadata["nbgrader"]}
-            if type(cell_metadata) is dict and "nbgrader" in cell_metadata
-            else {},
+            "source": source,
+            "metadata": {"nbgrader": nbgrader} if _small(nbgrader) else {},
         }
-        if "id" in cell:
-            reduced["id"] = cell["id"]
+        if type(minor) is int and minor >= 5:  # ids of our own: theirs may be huge
+            reduced["id"] = f"cell-{index}"
         if reduced["cell_type"] == "code":
             reduced.update(outputs=[], execution_count=None)
         kept["cells"].append(reduced)
     try:
-        notebook = nbformat.reads(json.dumps(kept), as_version=4)
-        nbformat.validate(notebook)
+        with warnings_module.catch_warnings():
+            warnings_module.simplefilter("ignore")
+            notebook = nbformat.reads(
+                json.dumps(kept, ensure_ascii=False), as_version=4
+            )
+            nbformat.validate(notebook)
     except nbformat.ValidationError as err:
-        raise ValueError(f"not a valid notebook: {str(err).splitlines()[0]}") from None
-    return notebook
+        why = printable(getattr(err, "message", ""), 200)
+        raise ValueError(f"not a valid notebook: {why}") from None
+    return notebook, warnings
+
+
+def _small(value: object, limit: int = 10_000) -> bool:
+    """Metadata the grader keeps: present, and about ``limit`` characters at most
+    (counted without copying anything: a string in it may be millions long)."""
+    budget = [limit]
+
+    def fits(v: object, depth: int) -> bool:
+        if type(v) is str:
+            budget[0] -= len(v)
+        elif type(v) is dict:
+            budget[0] -= len(v)
+            return depth < 20 and all(
+                fits(k, depth + 1) and fits(x, depth + 1) for k, x in v.items()
+            )
+        elif type(v) is list:
+            budget[0] -= len(v)
+            return depth < 20 and all(fits(x, depth + 1) for x in v)
+        else:
+            budget[0] -= 8
+        return budget[0] >= 0
+
+    return value is not None and fits(value, 0)
 
 
 def grade_notebook(
@@ -564,9 +609,14 @@ def grade_notebook(
     bubblewrap cannot run here and ``unsafe`` is False.
     """
     path = Path(path)
-    notebook = read_submission(path)
+    notebook, too_large = read_submission(path)
     number, reason, warnings = _chapter_of(notebook, path, chapter)
-    warnings += _oversized_cells_left_out(notebook)
+    too_large += _oversized_cells_left_out(notebook)
+    if len(too_large) > 3:  # one line for the rest, however many
+        too_large[3:] = [
+            f"and {len(too_large) - 3:,} more cells past the limits: not run"
+        ]
+    warnings += too_large
     module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[number]}")
     unknown = set(only or ()) - set(module.EXERCISES)
     if unknown:

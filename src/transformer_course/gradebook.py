@@ -168,7 +168,8 @@ def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log
     except SandboxUnavailable:
         raise
     except Exception as err:  # this submission only: the class goes on
-        log(f"{student}: could not grade {path.name}: {type(err).__name__}: {err}")
+        why = printable(f"{type(err).__name__}: {err}", 300)
+        log(f"{printable(student, 100)}: could not grade {path.name}: {why}")
         result = None
     if result is None:
         return _zero_rows(

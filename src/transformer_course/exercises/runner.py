@@ -213,6 +213,15 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
 }
 
 
+# Attention computes a softmax: every spelling of it is a softmax too (the fused
+# CPU kernel never calls aten::_softmax; with identity keys and values and scale
+# 1 its weights are softmax(x)).
+FORBIDDEN["softmax"] = (
+    FORBIDDEN["softmax"][0] + ", or attention's fused kernels",
+    FORBIDDEN["softmax"][1] | FORBIDDEN["scaled_dot_product_attention"][1],
+    FORBIDDEN["softmax"][2] | FORBIDDEN["scaled_dot_product_attention"][2],
+)
+
 # torch's own Python re-implementations of its operators (references and
 # decompositions): a function there that starts with a forbidden name computes it.
 _TORCH_PYTHON = ("torch._refs", "torch._decomp", "torch._prims.")
