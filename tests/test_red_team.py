@@ -397,6 +397,13 @@ def test_forbidden_functions_in_spellings_the_second_team_found():
         (1, "embed_one_hot"): "def embed_one_hot(ids, table):\n"
         "    rows = [table[i:i + 1] for i in ids.reshape(-1).tolist()]\n"
         "    return torch.cat(rows).reshape(*ids.shape, -1)\n",
+        (1, "embed_one_hot", "masked_select"): "def embed_one_hot(ids, table):\n"
+        "    rows = [torch.masked_select(table, (torch.arange(table.shape[0]) == i)"
+        "[:, None].expand_as(table)) for i in ids.reshape(-1).tolist()]\n"
+        "    return torch.stack(rows).reshape(*ids.shape, -1)\n",
+        (1, "embed_one_hot", "unfold"): "def embed_one_hot(ids, table):\n"
+        "    windows = table.unfold(0, 1, 1)  # (V, D, 1): the rows, as windows\n"
+        "    return windows.sum(-1)[ids]\n",
         (1, "embed_one_hot", "narrow"): "def embed_one_hot(ids, table):\n"
         "    rows = [table.narrow(0, i, 1) for i in ids.reshape(-1).tolist()]\n"
         "    return torch.cat(rows).reshape(*ids.shape, -1)\n",

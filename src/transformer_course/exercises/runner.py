@@ -186,6 +186,8 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "chunk",
                 "tensor_split",
                 "as_strided",
+                "masked_select",
+                "unfold",
                 *_TO_NUMPY,
             }
         ),
@@ -203,6 +205,8 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "unsafe_split",
                 "chunk",
                 "tensor_split",
+                "masked_select",
+                "unfold",
                 "take",
                 "gather",
                 "_embedding_bag",
