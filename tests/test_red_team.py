@@ -25,6 +25,7 @@ import nbformat
 import pytest
 import torch
 from exercise_helpers import insert_after, needs_bwrap, reference, submission, write
+from test_agreement import CHAPTER_1
 from test_sandbox import alive
 
 from transformer_course.exercises.runner import (
@@ -567,17 +568,7 @@ def test_a_runner_patched_to_forge_unchanged_inputs_earns_nothing(tmp_path):
     """A cell rebound the runner's call_cases to report no changed inputs: an
     in-place merge_pair got 3 / 3 instead of 2.5. The runner refuses to call a
     function once its own code has been patched, in every exercise."""
-    in_place = (
-        "def merge_pair(ids, pair, new_id):\n"
-        "    out = []\n"
-        "    while ids:\n"
-        "        if len(ids) > 1 and (ids[0], ids[1]) == tuple(pair):\n"
-        "            out.append(new_id)\n"
-        "            del ids[:2]\n"
-        "        else:\n"
-        "            out.append(ids.pop(0))\n"
-        "    return out\n"
-    )
+    in_place = CHAPTER_1["merge_pair"]  # right values, changes its input
     notebook = submission({"merge_pair": FORGE_UNCHANGED + in_place})
     result = grade_notebook(write(tmp_path, notebook), only=["merge_pair"])
     (grade,) = result.exercises
