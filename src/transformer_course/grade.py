@@ -202,10 +202,13 @@ def _top_level_names(source: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def _oversized_cells_left_out(notebook: nbformat.NotebookNode) -> list[str]:
+def _oversized_cells_left_out(
+    notebook: nbformat.NotebookNode, earlier: Sequence[str] = ()
+) -> list[str]:
     """Empty the code cells past the size limits (parsing them would cost the
-    grader memory and time: about 0.5 GB and 2.5 s per MB); say which."""
-    warnings, total = [], 0
+    grader memory and time: about 0.5 GB and 2.5 s per MB); say which, after
+    ``earlier`` warnings of the same kind (those of :func:`read_submission`)."""
+    warnings, total = list(earlier), 0
     for index, cell in enumerate(notebook.cells):
         if cell.get("cell_type") != "code":
             continue
@@ -611,12 +614,7 @@ def grade_notebook(
     path = Path(path)
     notebook, too_large = read_submission(path)
     number, reason, warnings = _chapter_of(notebook, path, chapter)
-    too_large += _oversized_cells_left_out(notebook)
-    if len(too_large) > 3:  # one line for the rest, however many
-        too_large[3:] = [
-            f"and {len(too_large) - 3:,} more cells past the limits: not run"
-        ]
-    warnings += too_large
+    warnings += _oversized_cells_left_out(notebook, too_large)
     module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[number]}")
     unknown = set(only or ()) - set(module.EXERCISES)
     if unknown:
