@@ -405,6 +405,15 @@ def test_forbidden_functions_in_spellings_the_second_team_found():
         (1, "embed_one_hot", "unfold"): "def embed_one_hot(ids, table):\n"
         "    windows = table.unfold(0, 1, 1)  # (V, D, 1): the rows, as windows\n"
         "    return windows.sum(-1)[ids]\n",
+        (1, "embed_one_hot", "tolist"): "def embed_one_hot(ids, table):\n"
+        "    rows = table.tolist()  # Python lists: no torch operator reads a row\n"
+        "    picked = [rows[i] for i in ids.reshape(-1).tolist()]\n"
+        "    return torch.tensor(picked, dtype=table.dtype).reshape(*ids.shape, -1)\n",
+        (1, "embed_one_hot", "storage"): "def embed_one_hot(ids, table):\n"
+        "    raw = bytes(table.contiguous().untyped_storage())\n"
+        "    flat = torch.frombuffer(bytearray(raw), dtype=table.dtype)\n"
+        "    return torch.stack([flat.reshape(table.shape)[i] for i in ids.reshape(-1)])"
+        ".reshape(*ids.shape, -1)\n",
         (1, "embed_one_hot", "narrow"): "def embed_one_hot(ids, table):\n"
         "    rows = [table.narrow(0, i, 1) for i in ids.reshape(-1).tolist()]\n"
         "    return torch.cat(rows).reshape(*ids.shape, -1)\n",

@@ -172,7 +172,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
     # Any way of reading rows out of the table: indexing, slicing, splitting.
     "embedding": (
         "F.embedding, nn.Embedding or indexing the table (table[ids], table[i], "
-        "table[i:i+1], narrow, split, unbind, index_select, NumPy)",
+        "table[i:i+1], narrow, split, unbind, index_select, tolist, NumPy)",
         frozenset(
             {
                 "embedding",
@@ -188,6 +188,14 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "as_strided",
                 "masked_select",
                 "unfold",
+                # leaving torch for Python lists or raw memory, where a row is
+                # read without any operator torch sees
+                "tolist",
+                "untyped_storage",
+                "_typed_storage",
+                "storage",
+                "__dlpack__",
+                "data_ptr",
                 *_TO_NUMPY,
             }
         ),
