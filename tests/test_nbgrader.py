@@ -1,8 +1,11 @@
-"""Class grading: nbgrader makes the assignment from our source notebooks as they
-are; the course grader (sandboxed) scores the submissions into nbgrader's
-gradebook; nbgrader exports it. Offline."""
+"""Class grading as the README writes it, offline: nbgrader makes the assignment
+from an instructor's source notebook (with points changed and an exercise of the
+instructor's own added); the course grader scores the submissions (sandboxed)
+into nbgrader's gradebook, with due dates and late penalties; nbgrader makes,
+releases and exports the feedback and the grades."""
 
 import csv
+import html
 import os
 import shutil
 import subprocess
@@ -20,8 +23,19 @@ from exercise_helpers import (
     without_markers,
 )
 
-from transformer_course.exercises.ch01 import EXERCISES
 from transformer_course.sandbox import bwrap_problem
+
+# The instructor's changes to the source notebook (issue 21): points, and an
+# exercise of their own (a solution cell and a 2-point test cell with a hidden test)
+POINTS = {"build_char_vocab": 6, "merge_pair": 1, "embed_one_hot": 2, "patchify": 4}
+DOUBLE = (
+    "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n"
+)
+DOUBLE_TEST = (
+    "assert double(2) == 4, 'double(2) should be 4'\n"
+    "### BEGIN HIDDEN TESTS\nassert double(5) == 10\n### END HIDDEN TESTS\n"
+)
+FULL = sum(POINTS.values()) + 2
 
 
 def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
@@ -33,18 +47,70 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     return result
 
 
-def fill(release: Path, target: Path, replacements: dict[str, str]) -> None:
-    """A student's submission: the released notebook with solution cells filled in."""
+def gradebook_command(course: Path, *args: str) -> subprocess.CompletedProcess:
+    run = subprocess.run(
+        [sys.executable, "-m", "transformer_course.gradebook", *args],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # nbgrader's gradebook on SQLAlchemy 2 warned on every query before
+    assert "Warning" not in run.stderr, run.stderr[-2000:]
+    return run
+
+
+def instructors_source() -> nbformat.NotebookNode:
+    notebook = read_source()
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        key = meta.get("grade_id", "").removeprefix("check_")
+        if meta.get("grade") and key in POINTS:
+            meta["points"] = POINTS[key]
+    quiz = next(
+        i
+        for i, c in enumerate(notebook.cells)
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "quiz-text"
+    )
+    solution = nbformat.v4.new_code_cell(DOUBLE)
+    solution.metadata["nbgrader"] = {
+        "grade": False,
+        "grade_id": "double",
+        "locked": False,
+        "schema_version": 3,
+        "solution": True,
+        "task": False,
+    }
+    test = nbformat.v4.new_code_cell(DOUBLE_TEST)
+    test.metadata["nbgrader"] = {
+        "grade": True,
+        "grade_id": "test_double",
+        "locked": True,
+        "points": 2,
+        "schema_version": 3,
+        "solution": False,
+        "task": False,
+    }
+    notebook.cells[quiz:quiz] = [solution, test]
+    return notebook
+
+
+def fill(release: Path, target: Path, replacements: dict[str, str], when: str = ""):
+    """A student's submission as `nbgrader collect` leaves it: the released
+    notebook with solution cells filled in, a timestamp and a secret."""
     notebook = nbformat.read(release, as_version=4)
-    reference = solution_cells(read_source())
+    reference = solution_cells(instructors_source())
     for cell in notebook.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in reference:
             cell.source = replacements.get(
                 grade_id, without_markers(reference[grade_id])
             )
-    target.parent.mkdir(parents=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, target)
+    (target.parent / "timestamp.txt").write_text(when or "2026-11-20 10:00:00 UTC")
+    (target.parent / "submission_secret.txt").write_text(f"secret-{target.parent}")
 
 
 MALLORY = {
@@ -61,100 +127,192 @@ MALLORY = {
     # the forbidden lookup
     "embed_one_hot": "def embed_one_hot(ids, table):\n    return table[ids]\n",
 }
+SYNTAX = {"merge_pair": "def merge_pair(ids, pair, new_id)\n    return ids\n"}
 
 
-def test_class_grading_writes_sandboxed_scores_into_the_gradebook(
-    tmp_path, monkeypatch
-):
+def scaled(scores: dict[str, float]) -> float:
+    """Course points (3/3/2/4) scaled to the instructor's."""
+    from transformer_course.exercises.ch01 import EXERCISES
+
+    return sum(scores[k] * POINTS[k] / EXERCISES[k].points for k in scores)
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
     if bwrap_problem() is not None:
         pytest.skip(f"no sandbox on this machine: {bwrap_problem()}")
-    # nbgrader runs `alembic` by name (also inside Gradebook): the environment's bin
-    # folder must be on PATH, as for an instructor who activated the environment.
+    # nbgrader runs `alembic` by name: the environment's bin folder on PATH, as
+    # for an instructor who activated the environment
     bin_dir = str(Path(sys.executable).parent)
     monkeypatch.setenv("PATH", bin_dir + os.pathsep + os.environ.get("PATH", ""))
     course = tmp_path / "course"
     (course / "source" / "ch01").mkdir(parents=True)
-    shutil.copy(SOURCE, course / "source" / "ch01" / SOURCE.name)
+    nbformat.write(instructors_source(), course / "source" / "ch01" / SOURCE.name)
+    (tmp_path / "exchange").mkdir()
+    # the README's nbgrader_config.py, with a gradebook that is not the default
     (course / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        f"c.CourseDirectory.root = {str(course)!r}\n"
-        "c.CourseDirectory.course_id = 'transformer-course'\n"
-        f"c.CourseDirectory.db_url = 'sqlite:///{course / 'gradebook.db'}'\n"
+        (Path(__file__).parents[1] / "exercises" / "nbgrader_config.example.py")
+        .read_text()
+        .replace("/srv/course", str(course))
+        .replace("/srv/nbgrader/exchange", str(tmp_path / "exchange"))
+        .replace("gradebook.db", "class.db")
     )
-    nbgrader(course, "db", "assignment", "add", "ch01")
+    nbgrader(
+        course, "db", "assignment", "add", "ch01", "--duedate=2026-11-20 12:00 UTC"
+    )
+    nbgrader(
+        course,
+        "db",
+        "student",
+        "add",
+        "alice",
+        "--first-name=Alice",
+        "--last-name=Liddell",
+        "--email=alice@example.org",
+    )
     nbgrader(course, "generate_assignment", "ch01", "--force")
+    return course
+
+
+def test_a_class_graded_as_the_readme_says(course):
     release = course / "release" / "ch01" / SOURCE.name
-    released = nbformat.read(release, as_version=4)
-    assert "BEGIN SOLUTION" not in nbformat.writes(released)
+    released = nbformat.writes(nbformat.read(release, as_version=4))
+    assert "BEGIN SOLUTION" not in released
+    assert "double(5)" not in released
+    submitted = course / "submitted"
+    wrong = {**WRONG, "double": "def double(x):\n    return 3 * x\n"}
+    fill(release, submitted / "alice" / "ch01" / SOURCE.name, {})
+    fill(release, submitted / "bob" / "ch01" / SOURCE.name, wrong)
+    fill(release, submitted / "mallory" / "ch01" / SOURCE.name, MALLORY)
+    fill(release, submitted / "syd" / "ch01" / SOURCE.name, SYNTAX)
+    # a day and a half late, and the course's penalty is nbgrader's "zero"
+    fill(release, submitted / "lou" / "ch01" / SOURCE.name, {}, "2026-11-22 00:00 UTC")
+    # saved by a browser as a second download
+    fill(release, submitted / "mia" / "ch01" / f"{SOURCE.stem} (1).ipynb", {})
+    (submitted / "eve" / "ch01").mkdir(parents=True)  # handed in nothing
+    # links to alice's work, as tar or unzip restore them (issue 20)
+    alice = submitted / "alice" / "ch01"
+    (submitted / "trudy" / "ch01").mkdir(parents=True)
+    (submitted / "trudy" / "ch01" / SOURCE.name).symlink_to(alice / SOURCE.name)
+    (submitted / "oscar").mkdir()
+    (submitted / "oscar" / "ch01").symlink_to(alice)
 
-    fill(release, course / "submitted" / "alice" / "ch01" / SOURCE.name, {})
-    fill(release, course / "submitted" / "bob" / "ch01" / SOURCE.name, WRONG)
-    fill(release, course / "submitted" / "mallory" / "ch01" / SOURCE.name, MALLORY)
-    (course / "submitted" / "eve" / "ch01").mkdir(parents=True)  # handed in nothing
-    # links to alice's work, as tar or unzip restore them (issue 20): the notebook
-    # itself, and the whole assignment folder
-    alice = course / "submitted" / "alice" / "ch01"
-    (course / "submitted" / "trudy" / "ch01").mkdir(parents=True)
-    (course / "submitted" / "trudy" / "ch01" / SOURCE.name).symlink_to(
-        alice / SOURCE.name
-    )
-    (course / "submitted" / "oscar").mkdir()
-    (course / "submitted" / "oscar" / "ch01").symlink_to(alice)
-
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "transformer_course.gradebook",
-            "ch01",
-            "--csv",
-            "grades.csv",
-        ],
-        cwd=course,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stderr
-    assert "bubblewrap sandbox" in run.stdout
+    # the course, its id and its gradebook come from nbgrader_config.py
+    run = gradebook_command(course, "ch01", "--csv", "ch01.csv")
+    assert "for 9 students in: bubblewrap sandbox" in run.stdout
+    assert "graded 01_tokens (1).ipynb" in run.stdout
+    assert not (course / "gradebook.db").exists()
 
     from nbgrader.api import Gradebook
 
-    maximum = sum(e.points for e in EXERCISES.values())
-    mallory_score = EXERCISES["merge_pair"].points + EXERCISES["patchify"].points
     expected = {
-        "alice": maximum,
-        "bob": sum(WRONG_SCORES.values()),
-        "mallory": mallory_score,
+        "alice": FULL,
+        "bob": scaled(WRONG_SCORES),
+        "mallory": POINTS["merge_pair"] + POINTS["patchify"] + 2,
+        "syd": FULL - POINTS["merge_pair"],
+        "lou": FULL,
+        "mia": FULL,
         "eve": 0,
         "trudy": 0,
         "oscar": 0,
     }
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+    with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
         for student, score in expected.items():
             submission = gradebook.find_submission("ch01", student)
-            assert submission.max_score == maximum
+            assert submission.max_score == FULL
             assert submission.score == pytest.approx(score), student
+        assert gradebook.find_submission("ch01", "lou").total_seconds_late == 36 * 3600
+        late = gradebook.find_submission_notebook(SOURCE.stem, "ch01", "lou")
+        assert late.late_submission_penalty == FULL
+        assert gradebook.find_submission("ch01", "alice").total_seconds_late == 0
 
-    rows = list(csv.DictReader((course / "grades.csv").open()))
-    mallory = {r["exercise"]: r for r in rows if r["student"] == "mallory"}
-    assert mallory["build_char_vocab"]["points"] == "0.0"
-    assert "F.embedding" in mallory["embed_one_hot"]["hint"]
+    rows = list(csv.DictReader((course / "ch01.csv").open()))
+    by = {(r["student"], r["exercise"]): r for r in rows}
+    assert {r["exercise"] for r in rows if r["student"] == "alice"} == {
+        *POINTS,
+        "test_double",
+    }
+    assert by["alice", "patchify"]["email"] == "alice@example.org"
+    assert by["alice", "patchify"]["last_name"] == "Liddell"
+    assert by["mallory", "build_char_vocab"]["points"] == "0.0"
+    assert "F.embedding" in by["mallory", "embed_one_hot"]["hint"]
+    assert by["bob", "test_double"]["status"] == "failed"
+    assert "double(2) should be 4" in by["bob", "test_double"]["hint"]
+    assert by["syd", "merge_pair"]["status"] == "syntax error"
+    assert "syntax error" in by["syd", "merge_pair"]["hint"]
+    assert float(by["lou", "patchify"]["late_penalty"]) == FULL
     assert {r["status"] for r in rows if r["student"] == "eve"} == {"missing file"}
     for student in ("trudy", "oscar"):
         assert {r["status"] for r in rows if r["student"] == student} == {"refused"}
-        told = course / "feedback" / student / "ch01" / f"{SOURCE.stem}.grades.txt"
-        assert "is a link" in told.read_text()
-    feedback = course / "feedback" / "bob" / "ch01" / f"{SOURCE.stem}.grades.txt"
-    assert "sorted order" in feedback.read_text()
+    assert float(by["alice", "build_char_vocab"]["max_points"]) == 6
 
-    # nbgrader's own export reads the same gradebook
+    # the per-exercise summary: in the console and as a file
+    summary = list(csv.DictReader((course / "ch01_summary.csv").open()))
+    means = {r["exercise"]: float(r["mean"]) for r in summary}
+    assert means["test_double"] == pytest.approx(2 * 5 / 9, rel=1e-3)  # 5 of 9 pass
+    assert "test_double: mean 1.11/2, full marks 5/9" in run.stdout
+    hints = {(r["exercise"], r["hint"]): int(r["count"]) for r in summary}
+    assert hints["build_char_vocab", "no 01_tokens.ipynb in the submission"] == 1
+
+    # feedback through nbgrader: an HTML per notebook, every hint whole
+    nbgrader(course, "generate_feedback", "ch01")
+    page = html.unescape(
+        (course / "feedback" / "bob" / "ch01" / "01_tokens.html").read_text()
+    )
+    hint = max((r["hint"] for r in rows if r["student"] == "bob"), key=len)
+    assert len(hint) > 140
+    assert hint in " ".join(page.split())
+    mia = (course / "feedback" / "mia" / "ch01" / "01_tokens.html").read_text()
+    assert "01_tokens (1).ipynb" in html.unescape(mia)
+    assert (
+        "no 01_tokens.ipynb"
+        in (course / "feedback" / "eve" / "ch01" / "01_tokens.grades.txt").read_text()
+    )
+    assert hint in " ".join(
+        (course / "feedback" / "bob" / "ch01" / "01_tokens.grades.txt")
+        .read_text()
+        .split()
+    )
+    nbgrader(course, "release_feedback", "ch01")
+    from nbgrader.utils import notebook_hash
+
+    secret = (alice / "submission_secret.txt").read_text()
+    outbound = course.parent / "exchange" / "transformer-course" / "feedback"
+    assert (
+        outbound / f"{notebook_hash(secret=secret, notebook_id=SOURCE.stem)}.html"
+    ).is_file()
+
+    # nbgrader's export reads the same gradebook, late penalty included
     nbgrader(course, "export")
     exported = {
-        r["student_id"]: float(r["raw_score"])
-        for r in csv.DictReader((course / "grades.csv").open())
+        r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())
     }
-    assert exported == pytest.approx(expected)
+    assert {k: float(r["raw_score"]) for k, r in exported.items()} == pytest.approx(
+        expected
+    )
+    assert float(exported["lou"]["score"]) == 0
+    assert float(exported["alice"]["score"]) == FULL
+
+    # bob fixes his work and is graded again: his rows change where they stood
+    fill(release, submitted / "bob" / "ch01" / SOURCE.name, {})
+    before = (course / "ch01.csv").read_text().splitlines()
+    run = gradebook_command(course, "ch01", "--student", "bob", "--csv", "ch01.csv")
+    assert "for 1 student in" in run.stdout
+    after = (course / "ch01.csv").read_text().splitlines()
+    assert len(after) == len(before)
+    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert changed
+    assert all(after[i].startswith("bob,") for i in changed)
+    assert [r.split(",")[0] for r in after] == [r.split(",")[0] for r in before]
+    with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
+        assert gradebook.find_submission("ch01", "bob").score == FULL
+
+    # alice's notebook goes astray: her earlier score stands, and the log says so
+    (alice / SOURCE.name).rename(course / "astray.ipynb")
+    run = gradebook_command(course, "ch01", "--student", "alice", "--csv", "ch01.csv")
+    assert "earlier score of 15 is kept" in run.stdout
+    with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
+        assert gradebook.find_submission("ch01", "alice").score == FULL
 
 
 def test_class_grading_needs_the_assignment_in_the_gradebook(tmp_path):
@@ -175,3 +333,49 @@ def test_class_grading_needs_the_assignment_in_the_gradebook(tmp_path):
     )
     assert run.returncode == 2
     assert "nbgrader generate_assignment ch09" in run.stderr
+
+
+def test_the_example_config_is_complete():
+    """exercises/nbgrader_config.example.py, which the README tells instructors to copy,
+    sets what the grader and nbgrader read."""
+    text = (
+        Path(__file__).parents[1] / "exercises" / "nbgrader_config.example.py"
+    ).read_text()
+    for setting in (
+        "CourseDirectory.root",
+        "CourseDirectory.course_id",
+        "CourseDirectory.db_url",
+        "Exchange.root",
+        "LateSubmissionPlugin.penalty_method",
+        "ClearSolutions.code_stub",
+    ):
+        assert f"c.{setting}" in text, setting
+    namespace = {"get_config": lambda: _Anything()}
+    exec(compile(text, "nbgrader_config.py", "exec"), namespace)
+
+
+class _Anything:
+    def __getattr__(self, name):
+        value = _Anything()
+        object.__setattr__(self, name, value)
+        return value
+
+
+def test_course_settings_follow_nbgrader_config(tmp_path, monkeypatch):
+    from transformer_course.gradebook import course_settings
+
+    (tmp_path / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        f"c.CourseDirectory.root = {str(tmp_path / 'root')!r}\n"
+        "c.CourseDirectory.course_id = 'tc101'\n"
+        "c.CourseDirectory.db_url = 'sqlite:////srv/elsewhere.db'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    settings = course_settings()
+    assert settings.root == tmp_path / "root"
+    assert settings.course_id == "tc101"
+    assert settings.db_url == "sqlite:////srv/elsewhere.db"
+    overridden = course_settings(tmp_path / "other", "sqlite:////tmp/x.db")
+    assert overridden.root == tmp_path / "other"
+    assert overridden.db_url == "sqlite:////tmp/x.db"
+    shutil.rmtree(tmp_path / "root", ignore_errors=True)

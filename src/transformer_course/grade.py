@@ -39,6 +39,7 @@ import os
 import re
 import sys
 import tempfile
+import textwrap
 import time
 import warnings as warnings_module
 from collections.abc import Sequence
@@ -53,7 +54,14 @@ from .exercises.core import Exercise, outcome_from_dict, report_from_outcomes
 from .exercises.runner import to_plain
 from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 
-__all__ = ["ExerciseGrade", "NotebookGrade", "grade_notebook", "main"]
+__all__ = [
+    "ExerciseGrade",
+    "InstructorTest",
+    "NotebookGrade",
+    "grade_notebook",
+    "instructor_plan",
+    "main",
+]
 
 #: Stands in for the exercise notebooks' locked setup cell: the same names (sys,
 #: plt, torch, F, tc, device), seeded the same way, with the course package's
@@ -91,11 +99,34 @@ class ExerciseGrade:
     key: str
     title: str
     points: float
-    max_points: int
+    max_points: float
     checks_passed: int
     checks: int
-    status: str  # passed / failed / not attempted / missing / timeout / crashed / error
+    # passed / failed / not attempted / missing / syntax error / timeout /
+    # crashed / error
+    status: str
     hint: str
+
+
+@dataclass(frozen=True)
+class InstructorTest:
+    """A test cell an instructor added to the source notebook (nbgrader's
+    autograded test: a locked code cell with ``grade: true`` and ``points``).
+
+    It runs in the sandbox, after the learner's code cells above it, with the
+    same limits as an exercise, and earns all its points when it runs without
+    an error (nbgrader's rule for test cells), none otherwise. Its source comes
+    from the instructor (the gradebook, or the source notebook), never from the
+    submission.
+    """
+
+    key: str  # the cell's nbgrader grade_id
+    source: str
+    points: float
+    title: str = "instructor's test"
+    function: None = None  # it defines nothing: the whole cell is the check
+    forbidden: tuple = ()
+    checks: tuple = ()
 
 
 @dataclass
@@ -112,7 +143,7 @@ class NotebookGrade:
         return sum(e.points for e in self.exercises)
 
     @property
-    def max_total(self) -> int:
+    def max_total(self) -> float:
         return sum(e.max_points for e in self.exercises)
 
     def as_dict(self) -> dict:
@@ -127,25 +158,30 @@ class NotebookGrade:
             "exercises": [asdict(e) for e in self.exercises],
         }
 
-    def table(self) -> str:
-        rows = [("exercise", "points", "checks", "status / hint")]
+    def table(self, width: int = 100) -> str:
+        """The grades as text: one row per exercise, its status and its whole
+        hint wrapped under it (never cut short)."""
+        rows = [("exercise", "points", "checks", "status")]
         for e in self.exercises:
-            note = e.status + (f": {e.hint}" if e.hint else "")
             rows.append(
                 (
                     e.key,
-                    f"{e.points:g}/{e.max_points}",
+                    f"{e.points:g}/{e.max_points:g}",
                     f"{e.checks_passed}/{e.checks}",
-                    note[:110],
+                    e.status,
                 )
             )
-        rows.append(("TOTAL", f"{self.total:g}/{self.max_total}", "", ""))
+        rows.append(("TOTAL", f"{self.total:g}/{self.max_total:g}", "", ""))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines = [
-            f"{a:<{widths[0]}}  {b:>{widths[1]}}  {c:>{widths[2]}}  {d}"
-            for a, b, c, d in rows
-        ]
-        lines.insert(1, "-" * max(len(line) for line in lines))
+        lines = []
+        hints = [e.hint for e in self.exercises] + [""]
+        for (a, b, c, d), hint in zip(rows, ["", *hints], strict=True):
+            lines.append(f"{a:<{widths[0]}}  {b:>{widths[1]}}  {c:>{widths[2]}}  {d}")
+            if hint:
+                lines += textwrap.wrap(
+                    hint, width, initial_indent="    hint: ", subsequent_indent="    "
+                )
+        lines.insert(1, "-" * min(width, max(len(line) for line in lines)))
         header = [f"{self.notebook}: chapter {self.chapter} ({self.chapter_reason})"]
         header += [f"warning: {w}" for w in self.warnings]
         header += [f"graded in: {self.sandbox}", ""]
@@ -279,6 +315,59 @@ def learner_cells(
     ]
 
 
+def cells_above(
+    notebook: nbformat.NotebookNode, grade_id: str
+) -> list[tuple[int, str]]:
+    """The learner's code cells above the cell ``grade_id`` (all of them when the
+    submission lacks it): what a notebook run from the top had run before it."""
+    cells = notebook.cells
+    stop = next(
+        (i for i, c in enumerate(cells) if _nbgrader(c).get("grade_id") == grade_id),
+        len(cells),
+    )
+    return [
+        (index, _source(cell))
+        for index, cell in enumerate(cells[:stop])
+        if cell.get("cell_type") == "code" and not _is_locked(cell)
+    ]
+
+
+def instructor_plan(
+    source: nbformat.NotebookNode, known: Sequence[str]
+) -> tuple[dict[str, float], list[InstructorTest]]:
+    """What an instructor's source notebook says about grading, from its nbgrader
+    metadata: the points of each check cell ``check_<key>`` for the exercises in
+    ``known``, and the instructor's own autograded test cells (locked code cells
+    with ``grade: true``, ``solution: false``) in notebook order."""
+    points: dict[str, float] = {}
+    tests: list[InstructorTest] = []
+    for cell in source.cells:
+        meta = _nbgrader(cell)
+        grade_id = meta.get("grade_id")
+        if (
+            not meta.get("grade")
+            or meta.get("solution")
+            or not isinstance(grade_id, str)
+        ):
+            continue
+        if cell.get("cell_type") != "code":
+            continue  # a manually graded answer: nbgrader's formgrader scores it
+        try:
+            value = float(meta.get("points", 0))
+        except (TypeError, ValueError):
+            raise ValueError(f"{grade_id}: points must be a number") from None
+        if grade_id.removeprefix("check_") in known and grade_id.startswith("check_"):
+            points[grade_id.removeprefix("check_")] = value
+        elif grade_id in known:
+            raise ValueError(
+                f"the test cell {grade_id!r} has the name of an exercise: give it "
+                "another grade_id"
+            )
+        else:
+            tests.append(InstructorTest(grade_id, _source(cell), value))
+    return points, tests
+
+
 def _outcomes(raw: list, shape: list[int]) -> list:
     """Outcomes from a job's checked result (:func:`.sandbox.read_output`): one
     per case, each value within the size limits a learner's result has (a value
@@ -340,8 +429,25 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
         return _grade(
             exercise, "error", f"the grader's setup failed: {output['preamble_error']}"
         )
+    if isinstance(exercise, InstructorTest):
+        error = output.get("test_error")
+        if error == "":
+            return _grade(exercise, "passed", note.strip(), 1, float(exercise.points))
+        error = (error or "an error it could not report").rstrip(": ")
+        return _grade(exercise, "failed", f"the test cell raised {error}{note}")
     if not output.get("defined"):
         errors = [e for e in output["errors"] if e[0] in job["defining"]]
+        syntax = [
+            e for e in errors if e[1].startswith(("SyntaxError", "IndentationError"))
+        ]
+        if syntax:
+            return _grade(
+                exercise,
+                "syntax error",
+                f"cell {syntax[-1][0] + 1}, which defines {exercise.function}(), "
+                f"has a syntax error: "
+                f"{re.sub(r'<ipython-input-[^>]*>, ', '', syntax[-1][1])}{note}",
+            )
         raised = f" (the cell raised {errors[-1][1]})" if errors else ""
         return _grade(
             exercise, "missing", f"{exercise.function}() is not defined{raised}{note}"
@@ -362,12 +468,13 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
 
 
 def _grade_exercises(
-    exercises: list[Exercise],
+    exercises: list[Exercise | InstructorTest],
     notebook: nbformat.NotebookNode,
     sandbox: Sandbox,
     timeout: float,
 ) -> list[ExerciseGrade]:
-    """Grade exercises in one sandbox; see the module docstring."""
+    """Grade exercises (and instructors' test cells) in one sandbox; see the
+    module docstring."""
     final: dict[str, ExerciseGrade] = {}
     pending: dict[str, dict] = {}
     # Grading again without a cell that hung costs time: only within this budget
@@ -375,6 +482,15 @@ def _grade_exercises(
     started = time.monotonic()
     budget = STARTUP_SECONDS + timeout * JOB_STAGES * len(exercises)
     for exercise in exercises:
+        if isinstance(exercise, InstructorTest):
+            pending[exercise.key] = {
+                "exercise": exercise,
+                "cells": cells_above(notebook, exercise.key),
+                "defining": set(),
+                "left_out": [],
+                "cases": [],
+            }
+            continue
         cells = learner_cells(notebook, exercise)
         defining = {
             i for i, source in cells if _defines(source, exercise.function)
@@ -403,6 +519,7 @@ def _grade_exercises(
             {
                 "cells": pending[k]["cells"],
                 "function": pending[k]["exercise"].function,
+                "test": getattr(pending[k]["exercise"], "source", None),
                 "forbidden": pending[k]["exercise"].forbidden,
                 "cases": pending[k]["cases"],
             }
@@ -605,9 +722,14 @@ def grade_notebook(
     only: Sequence[str] | None = None,
     sandbox: Sandbox | None = None,
     unsafe: bool = False,
+    points: dict[str, float] | None = None,
+    tests: Sequence[InstructorTest] = (),
 ) -> NotebookGrade:
     """Grade one submitted notebook; see the module docstring.
 
+    ``points`` gives an exercise's points where the instructor changed them
+    (nbgrader's ``points`` of its check cell): the score is scaled to them.
+    ``tests`` are the instructor's own test cells, graded after the exercises.
     Raises :class:`~transformer_course.sandbox.SandboxUnavailable` when
     bubblewrap cannot run here and ``unsafe`` is False.
     """
@@ -616,14 +738,21 @@ def grade_notebook(
     number, reason, warnings = _chapter_of(notebook, path, chapter)
     warnings += _oversized_cells_left_out(notebook, too_large)
     module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[number]}")
-    unknown = set(only or ()) - set(module.EXERCISES)
-    if unknown:
-        raise ValueError(
-            f"only: expected keys among {sorted(module.EXERCISES)}, got {sorted(unknown)}"
-        )
+    for name, given in (("only", only or ()), ("points", points or {})):
+        unknown = set(given) - set(module.EXERCISES)
+        if unknown:
+            raise ValueError(
+                f"{name}: expected keys among {sorted(module.EXERCISES)}, "
+                f"got {sorted(unknown)}"
+            )
     sandbox = sandbox or Sandbox(unsafe=unsafe)
     exercises = [e for k, e in module.EXERCISES.items() if only is None or k in only]
-    grades = _grade_exercises(exercises, notebook, sandbox, timeout)
+    grades = _grade_exercises([*exercises, *tests], notebook, sandbox, timeout)
+    for grade in grades:  # the instructor's points, where they differ from ours
+        if points and grade.key in points and grade.max_points:
+            wanted = float(points[grade.key])
+            grade.points = round(grade.points * wanted / grade.max_points, 6)
+            grade.max_points = wanted
     return NotebookGrade(
         path.name, number, grades, reason, warnings, sandbox.description
     )
@@ -665,14 +794,33 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=30.0, help="seconds per cell (30)"
     )
     parser.add_argument(
+        "--source",
+        type=Path,
+        help="the instructor's source notebook: points from its nbgrader metadata, "
+        "and its own test cells graded too",
+    )
+    parser.add_argument(
         "--unsafe",
         action="store_true",
         help="grade without the bubblewrap sandbox (trusted submissions only)",
     )
     args = parser.parse_args(argv)
     try:
+        points, tests = None, ()
+        if args.source:
+            source = nbformat.read(args.source, as_version=4)
+            number, _, _ = _chapter_of(source, args.source, args.chapter)
+            chapter_module = importlib.import_module(
+                f"transformer_course.exercises.{CHAPTERS[number]}"
+            )
+            points, tests = instructor_plan(source, list(chapter_module.EXERCISES))
         result = grade_notebook(
-            args.notebook, args.chapter, args.timeout, unsafe=args.unsafe
+            args.notebook,
+            args.chapter,
+            args.timeout,
+            unsafe=args.unsafe,
+            points=points,
+            tests=tests,
         )
     except SandboxUnavailable as err:
         print(f"refusing to grade {args.notebook}: {err}", file=sys.stderr)

@@ -1,61 +1,87 @@
 """Grade a class: ``python -m transformer_course.gradebook ASSIGNMENT``.
 
 The safe way to autograde a class with nbgrader. nbgrader keeps doing what it is
-good at (``generate_assignment``, release, collect, the gradebook, ``export``,
-feedback), but the scores come from the course grader
-(:mod:`transformer_course.grade`), which runs each submission in a sandbox and
-judges the results in its own process. ``nbgrader autograde`` is never needed:
-it would run each student's code unsandboxed, and score it with check cells
-that run inside the student's own kernel.
+good at (``generate_assignment``, release, collect, the gradebook, late
+penalties, ``generate_feedback``, ``release_feedback``, ``export``), but the
+scores come from the course grader (:mod:`transformer_course.grade`), which runs
+each submission in a sandbox and judges the results in its own process.
+``nbgrader autograde`` is never needed: it would run each student's code
+unsandboxed, and score it with check cells that run inside the student's own
+kernel.
 
-For every ``<course>/submitted/<student>/<ASSIGNMENT>/<notebook>.ipynb`` of the
-assignment's notebooks (as ``nbgrader generate_assignment`` registered them),
-this command:
+The course (its folder, course id, gradebook and folder layout) is read from
+``nbgrader_config.py`` the way nbgrader reads it; ``--course`` and ``--db``
+override it. For every student folder of the assignment
+(``submitted/<student>/<ASSIGNMENT>/``) and every notebook that
+``nbgrader generate_assignment`` registered, this command:
 
-* grades the notebook (the chapter comes from its file name);
-* writes each exercise's points into the nbgrader gradebook, as the automatic
-  score of the exercise's check cell (``check_<exercise>``);
-* writes ``<course>/feedback/<student>/<ASSIGNMENT>/<notebook>.grades.txt``
-  (the table with hints), and one CSV row per exercise (``--csv``).
+* grades the notebook in the sandbox: the course's exercises with the points of
+  their check cells in the gradebook (which come from the source notebook's
+  nbgrader metadata), and the instructor's own autograded test cells (their
+  source taken from the gradebook, never from the submission);
+* writes each grade cell's score into the gradebook, records the submission's
+  ``timestamp.txt`` and applies nbgrader's late-penalty plugin
+  (``LateSubmissionPlugin.penalty_method`` or ``AssignLatePenalties.plugin_class``);
+* writes ``autograded/<student>/<ASSIGNMENT>/<notebook>.ipynb``: the submission,
+  with each check cell's verdict and whole hint as its output, from which
+  ``nbgrader generate_feedback`` makes the HTML feedback that
+  ``nbgrader release_feedback`` hands back, and beside it the same table as text
+  (``<notebook>.grades.txt``);
+* updates the student's rows of the CSV (``--csv``: one row per exercise, with
+  the student's name, email and LMS id from the gradebook) in place, and prints
+  and writes a per-exercise summary of the class (``--summary``).
 
-A missing notebook scores 0 ("missing file"). Exit status: 0 when every
-submission was graded, 2 on a setup error (no such assignment in the gradebook,
-no submissions), 3 when no sandbox is available and ``--unsafe`` was not given.
+A notebook saved under another name (``01_tokens (1).ipynb``, as browsers save
+a second download) is graded when it is the only candidate, and the feedback
+says so. A notebook that is missing scores 0, unless the gradebook holds an
+earlier score for it, which is kept (and the log and the feedback say so).
+
+Exit status: 0 when every submission was graded, 2 on a setup error (no such
+assignment in the gradebook, no submissions), 3 when no sandbox is available and
+``--unsafe`` was not given.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import csv
 import io
+import logging
 import os
+import re
+import stat
 import sys
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from .grade import NotebookGrade, grade_notebook, printable, write_text_atomically
+import nbformat
+
+from .grade import (
+    ExerciseGrade,
+    InstructorTest,
+    NotebookGrade,
+    grade_notebook,
+    printable,
+    read_submission,
+    write_text_atomically,
+)
 from .sandbox import Sandbox, SandboxUnavailable
 
-__all__ = ["ClassRow", "grade_class", "main"]
-
-CSV_FIELDS = [
-    "student",
-    "assignment",
-    "notebook",
-    "chapter",
-    "exercise",
-    "points",
-    "max_points",
-    "status",
-    "hint",
-]
+__all__ = ["ClassRow", "CourseSettings", "course_settings", "grade_class", "main"]
 
 
 @dataclass
 class ClassRow:
-    """One exercise of one student's notebook (one CSV row)."""
+    """One exercise (or instructor's test) of one student's notebook: a CSV row."""
 
     student: str
+    first_name: str
+    last_name: str
+    email: str
+    lms_user_id: str
     assignment: str
     notebook: str
     chapter: int | None
@@ -64,149 +90,551 @@ class ClassRow:
     max_points: float
     status: str
     hint: str
+    seconds_late: float = 0.0
+    late_penalty: float = 0.0  # nbgrader's, for the whole notebook
+
+
+CSV_FIELDS = [f.name for f in fields(ClassRow)]
+
+# nbgrader's steps log what this command reports itself (lateness, penalties)
+_NBGRADER_LOG = logging.getLogger("transformer_course.gradebook.nbgrader")
+_NBGRADER_LOG.addHandler(logging.NullHandler())
+_NBGRADER_LOG.propagate = False
+
+
+@dataclass
+class CourseSettings:
+    """What nbgrader's configuration says about the course."""
+
+    root: Path
+    course_id: str
+    db_url: str
+    coursedir: object  # nbgrader.coursedir.CourseDirectory
+    config: object  # traitlets.config.Config, for nbgrader's plugins
+
+    def folder(self, step: str, student: str, assignment: str) -> Path:
+        """``<root>/<step>/<student>/<assignment>`` in nbgrader's layout."""
+        directory = getattr(self.coursedir, f"{step}_directory")
+        return Path(self.coursedir.format_path(directory, student, assignment))
+
+
+def course_settings(
+    course: Path | str | None = None, db_url: str | None = None
+) -> CourseSettings:
+    """nbgrader's settings, read as nbgrader reads them: ``nbgrader_config.py``
+    from Jupyter's configuration folders and the current folder (and from
+    ``course``, when given); ``course`` and ``db_url`` override what they say."""
+    from nbgrader.apps.baseapp import NbGrader
+    from nbgrader.coursedir import CourseDirectory
+
+    with _quiet():
+        app = NbGrader()
+        app.initialize([])
+        if course is not None and Path(course).resolve() != Path.cwd().resolve():
+            for name in ("nbgrader_config.py", "nbgrader_config.json"):
+                if (Path(course) / name).is_file():
+                    app.load_config_file(name, path=[str(Path(course).resolve())])
+        if course is not None:
+            app.config.CourseDirectory.root = str(Path(course).resolve())
+        if db_url:
+            app.config.CourseDirectory.db_url = db_url
+        coursedir = CourseDirectory(config=app.config)
+    return CourseSettings(
+        Path(coursedir.root),
+        coursedir.course_id,
+        coursedir.db_url,
+        coursedir,
+        app.config,
+    )
+
+
+@contextlib.contextmanager
+def _quiet():
+    """nbgrader's gradebook on SQLAlchemy 2 warns about its own queries, and its
+    apps log to the console: neither is for the instructor."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module="sqlalchemy")
+        warnings.filterwarnings("ignore", module="nbgrader")
+        warnings.filterwarnings("ignore", message=".*SQLAlchemy.*")
+        warnings.filterwarnings("ignore", message=".*relationship.*")
+        try:
+            from sqlalchemy.exc import SAWarning
+
+            warnings.simplefilter("ignore", SAWarning)
+        except ImportError:  # pragma: no cover
+            pass
+        yield
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 student``, ``2 students``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def grade_class(
-    course: Path | str,
     assignment: str,
+    course: Path | str | None = None,
     db_url: str | None = None,
     students: list[str] | None = None,
     timeout: float = 30.0,
     unsafe: bool = False,
     log=print,
 ) -> list[ClassRow]:
-    """Grade every submission of ``assignment`` and record it; see the module doc."""
-    from nbgrader.api import Gradebook, MissingEntry
-
+    """Grade every submission of ``assignment`` and record it; see the module doc.
+    Returns the CSV rows of the students graded."""
+    settings = course_settings(course, db_url)
     # nbgrader runs `alembic` by name to set up a gradebook: from this environment
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-    course = Path(course).resolve()
-    db_url = db_url or f"sqlite:///{course / 'gradebook.db'}"
-    submitted = course / "submitted"
+    submitted = settings.root / settings.coursedir.submitted_directory
     if students is None:
         students = sorted(
-            p.name for p in submitted.glob("*") if (p / assignment).is_dir()
+            p.name
+            for p in submitted.glob("*")
+            if settings.folder("submitted", p.name, assignment).is_dir()
         )
     if not students:
         raise ValueError(
-            f"no submissions: expected folders {submitted}/<student>/{assignment}/"
+            f"no submissions: expected folders "
+            f"{settings.folder('submitted', '<student>', assignment)}/"
         )
     sandbox = Sandbox(unsafe=unsafe)
-    log(f"grading {assignment} for {len(students)} students in: {sandbox.description}")
+    log(
+        f"grading {assignment} for {plural(len(students), 'student')} "
+        f"in: {sandbox.description}"
+    )
     rows: list[ClassRow] = []
-    with Gradebook(db_url) as gradebook:
+    with _quiet():
+        rows = _grade_students(settings, assignment, students, sandbox, timeout, log)
+    return rows
+
+
+def _grade_students(settings, assignment, students, sandbox, timeout, log):
+    from nbgrader.api import Gradebook, MissingEntry
+
+    rows: list[ClassRow] = []
+    with Gradebook(settings.db_url, settings.course_id) as gradebook:
         try:
-            notebooks = [
-                nb.name for nb in gradebook.find_assignment(assignment).notebooks
-            ]
+            notebooks = gradebook.find_assignment(assignment).notebooks
         except MissingEntry:
             raise ValueError(
-                f"assignment {assignment!r} is not in the gradebook {db_url}: run "
-                f"`nbgrader generate_assignment {assignment}` first"
+                f"assignment {assignment!r} is not in the gradebook "
+                f"{settings.db_url}: run `nbgrader generate_assignment {assignment}` "
+                "first"
             ) from None
+        plans = {nb.name: _plan_of(gradebook, nb) for nb in notebooks}
         for student in students:
+            folder = settings.folder("submitted", student, assignment)
+            timestamp = _timestamp(settings, folder)
             gradebook.update_or_create_student(student)
-            try:
-                gradebook.find_submission(assignment, student)
-            except MissingEntry:
-                gradebook.add_submission(assignment, student)
-            for name in notebooks:
-                path = submitted / student / assignment / f"{name}.ipynb"
+            if timestamp is not None:
+                gradebook.update_or_create_submission(
+                    assignment, student, timestamp=timestamp
+                )
+            else:
+                gradebook.update_or_create_submission(assignment, student)
+            gradebook.db.commit()
+            for name, plan in plans.items():
+                job = _NotebookJob(settings, gradebook, student, assignment, name, plan)
                 try:
-                    rows += _grade_one(
-                        gradebook,
-                        sandbox,
-                        path,
-                        student,
-                        assignment,
-                        name,
-                        timeout,
-                        log,
-                    )
+                    rows += job.run(sandbox, timeout, log)
                 except SandboxUnavailable:
                     raise
                 except Exception as err:  # this student only: the class goes on
+                    gradebook.db.rollback()
                     why = f"{type(err).__name__}: {printable(str(err), 300)}"
                     log(f"{printable(student, 100)}: {name} not graded: {why}")
-                    rows += _zero_rows(
-                        gradebook,
-                        student,
-                        assignment,
-                        name,
-                        "error",
-                        f"not graded: {why}",
-                    )
-            gradebook.db.commit()
+                    rows += job.zero_rows("error", f"not graded: {why}")
+                gradebook.db.commit()
     return rows
 
 
-def _grade_one(gradebook, sandbox, path, student, assignment, name, timeout, log):
-    from nbgrader.api import MissingEntry
+@dataclass
+class _Plan:
+    """How one notebook of the assignment is graded, from the gradebook."""
 
-    course = path.parents[3]
-    refused = _not_the_students_own(path, course / "submitted" / student)
-    if refused:
-        log(f"{student}: {name}.ipynb refused: {refused}")
-        hint = f"{name}.ipynb was not graded: {refused}"
-        feedback = course / "feedback" / student / assignment / f"{name}.grades.txt"
-        write_text_atomically(feedback, f"{name}.ipynb: 0 points\n{hint}\n")
-        return _zero_rows(gradebook, student, assignment, name, "refused", hint)
-    if not path.is_file():
-        log(f"{student}: {name}.ipynb is missing")
-        return _zero_rows(
-            gradebook,
+    chapter: int | None
+    points: dict[str, float]  # exercise key -> the check cell's max_score
+    tests: list[InstructorTest]  # the instructor's own autograded test cells
+    cells: dict[str, dict]  # grade_id -> nbgrader metadata, for the feedback
+
+
+def _plan_of(gradebook, notebook) -> _Plan:
+    from .exercises import CHAPTERS
+
+    prefix = notebook.name.split("_", 1)[0]
+    chapter = int(prefix) if prefix.isdigit() and int(prefix) in CHAPTERS else None
+    known: list[str] = []
+    if chapter is not None:
+        import importlib
+
+        module = importlib.import_module(
+            f"transformer_course.exercises.{CHAPTERS[chapter]}"
+        )
+        known = list(module.EXERCISES)
+    points: dict[str, float] = {}
+    tests: list[InstructorTest] = []
+    cells: dict[str, dict] = {}
+    sources = {cell.name: cell for cell in notebook.source_cells}
+    for cell in notebook.grade_cells:
+        source = sources.get(cell.name)
+        cells[cell.name] = {
+            "grade": True,
+            "grade_id": cell.name,
+            "locked": bool(source.locked) if source else True,
+            "points": cell.max_score,
+            "schema_version": 3,
+            "solution": False,
+            "task": False,
+        }
+        key = cell.name.removeprefix("check_")
+        if cell.name.startswith("check_") and key in known:
+            points[key] = float(cell.max_score)
+        elif cell.cell_type == "code" and source is not None:
+            tests.append(
+                InstructorTest(cell.name, source.source, float(cell.max_score))
+            )
+    for cell in notebook.solution_cells:
+        cells.setdefault(cell.name, {"schema_version": 3, "grade_id": cell.name})
+        cells[cell.name].update(solution=True, locked=False)
+        cells[cell.name].setdefault("grade", False)
+        cells[cell.name].setdefault("task", False)
+    for cell in getattr(notebook, "task_cells", []):
+        cells[cell.name] = {
+            "grade": False,
+            "grade_id": cell.name,
+            "locked": True,
+            "points": cell.max_score,
+            "schema_version": 3,
+            "solution": False,
+            "task": True,
+        }
+    if chapter is None and not tests:
+        raise ValueError(
+            f"{notebook.name}: not a course notebook (expected a name like "
+            "01_tokens) and no autograded test cells"
+        )
+    return _Plan(chapter, points, tests, cells)
+
+
+def _timestamp(settings: CourseSettings, folder: Path):
+    """The submission's ``timestamp.txt`` as nbgrader reads it (None if absent
+    or not a plain file of its own)."""
+    path = folder / "timestamp.txt"
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > 1000:
+        return None
+    return settings.coursedir.get_existing_timestamp(str(folder))
+
+
+class _NotebookJob:
+    """One notebook of one student: find it, grade it, record it."""
+
+    def __init__(self, settings, gradebook, student, assignment, name, plan):
+        self.settings, self.gradebook = settings, gradebook
+        self.student, self.assignment, self.name, self.plan = (
             student,
             assignment,
             name,
-            "missing file",
-            f"no {name}.ipynb in the submission",
+            plan,
         )
-    try:
-        result: NotebookGrade = grade_notebook(path, timeout=timeout, sandbox=sandbox)
-    except SandboxUnavailable:
-        raise
-    except Exception as err:  # this submission only: the class goes on
-        why = printable(f"{type(err).__name__}: {err}", 300)
-        log(f"{printable(student, 100)}: could not grade {path.name}: {why}")
-        result = None
-    if result is None:
-        return _zero_rows(
-            gradebook,
-            student,
-            assignment,
-            name,
-            "unreadable",
-            "the notebook could not be read",
-        )
-    rows = []
-    for exercise in result.exercises:
+        self.folder = settings.folder("submitted", student, assignment)
+        self.person = self._person()
+
+    def _person(self) -> dict[str, str]:
+        record = self.gradebook.find_student(self.student)
+        return {
+            "first_name": record.first_name or "",
+            "last_name": record.last_name or "",
+            "email": record.email or "",
+            "lms_user_id": getattr(record, "lms_user_id", None) or "",
+        }
+
+    def run(self, sandbox, timeout, log) -> list[ClassRow]:
+        who = printable(self.student, 100)
+        path, note, refused = self._find()
+        if refused:
+            log(f"{who}: {self.name}.ipynb refused: {refused}")
+            hint = f"{self.name}.ipynb was not graded: {refused}"
+            self._write_placeholder(f"{self.name}.ipynb: 0 points\n{hint}\n")
+            return self.zero_rows("refused", hint)
+        if path is None:
+            earlier = self._earlier_score()
+            if earlier:
+                hint = (
+                    f"no {self.name}.ipynb in the submission now: the earlier score "
+                    f"of {earlier:g} is kept"
+                )
+                log(f"{who}: {hint} (its feedback too)")
+                return self._rows_of_earlier("missing (earlier score kept)", hint)
+            log(f"{who}: {self.name}.ipynb is missing")
+            hint = f"no {self.name}.ipynb in the submission"
+            self._write_placeholder(f"{self.name}.ipynb: 0 points\n{hint}\n")
+            return self.zero_rows("missing file", hint)
+        if note:
+            log(f"{who}: {note}")
         try:
-            grade = gradebook.find_grade(
-                f"check_{exercise.key}", name, assignment, student
+            result = grade_notebook(
+                path,
+                chapter=self.plan.chapter,
+                timeout=timeout,
+                sandbox=sandbox,
+                points=self.plan.points,
+                tests=self.plan.tests,
             )
-        except MissingEntry:
-            log(f"{student}: the gradebook has no cell check_{exercise.key} in {name}")
-        else:
-            grade.auto_score = float(min(exercise.points, grade.max_score))
-        rows.append(
-            ClassRow(
-                student,
-                assignment,
-                name,
-                result.chapter,
-                exercise.key,
-                exercise.points,
-                exercise.max_points,
-                exercise.status,
-                exercise.hint,
-            )
+        except SandboxUnavailable:
+            raise
+        except Exception as err:  # this submission only: the class goes on
+            why = printable(f"{type(err).__name__}: {err}", 300)
+            log(f"{who}: could not grade {path.name}: {why}")
+            hint = f"{path.name} could not be read: {why}"
+            self._write_placeholder(f"{path.name}: 0 points\n{hint}\n")
+            return self.zero_rows("unreadable", hint)
+        if note:
+            result.warnings.insert(0, note)
+        self._record(result, log)
+        late, penalty = self._late_penalty()
+        self._write_autograded(path, result, penalty)
+        text = result.table()
+        if penalty:
+            text += f"\nlate by {late / 3600:.1f} hours: penalty {penalty:g} points"
+        self._write_feedback_text(text + "\n")
+        total = f"{result.total:g}/{result.max_total:g}"
+        log(
+            f"{who}: {self.name} {total}"
+            + (f", late penalty {penalty:g}" if penalty else "")
         )
-    feedback = course / "feedback" / student / assignment / f"{name}.grades.txt"
-    write_text_atomically(feedback, result.table() + "\n")
-    log(f"{student}: {name} {result.total:g}/{result.max_total}")
-    return rows
+        return [self._row(e, result.chapter, late, penalty) for e in result.exercises]
+
+    # --- finding the student's notebook ------------------------------------
+
+    def _find(self) -> tuple[Path | None, str, str]:
+        """(the notebook to grade or None, a note for the feedback, why it was
+        refused or "")."""
+        path = self.folder / f"{self.name}.ipynb"
+        student_root = self.settings.root / self.settings.coursedir.submitted_directory
+        student_root = student_root / self.student
+        refused = _not_the_students_own(path, student_root)
+        if refused or path.exists():
+            return path, "", refused
+        if self.folder.is_symlink() or not self.folder.is_dir():
+            return None, "", ""
+        others = sorted(
+            p for p in self.folder.glob("*.ipynb") if p.stem not in self.gradebook_names
+        )
+        alike = [p for p in others if _meant(p.stem, self.name)]
+        if len(alike) != 1 and len(self.gradebook_names) == 1:
+            alike = others
+        if len(alike) != 1:
+            return None, "", ""
+        found = alike[0]
+        refused = _not_the_students_own(found, student_root)
+        note = (
+            f"graded {printable(found.name, 100)}: no {self.name}.ipynb was found "
+            f"(next time, hand it in as {self.name}.ipynb)"
+        )
+        return found, note, refused
+
+    @property
+    def gradebook_names(self) -> set[str]:
+        notebooks = self.gradebook.find_assignment(self.assignment).notebooks
+        return {nb.name for nb in notebooks}
+
+    # --- the gradebook -----------------------------------------------------
+
+    def _grades(self) -> dict:
+        notebook = self.gradebook.find_submission_notebook(
+            self.name, self.assignment, self.student
+        )
+        return {grade.name: grade for grade in notebook.grades}
+
+    def _earlier_score(self) -> float:
+        return sum(
+            g.auto_score or 0.0
+            for g in self._grades().values()
+            if g.cell_type == "code" and g.auto_score is not None
+        )
+
+    def _record(self, result: NotebookGrade, log) -> None:
+        grades = self._grades()
+        for exercise in result.exercises:
+            name = self._cell_of(exercise.key)
+            grade = grades.get(name)
+            if grade is None:
+                log(f"{self.student}: the gradebook has no cell {name} in {self.name}")
+                continue
+            grade.auto_score = float(min(exercise.points, grade.max_score))
+            grade.needs_manual_grade = False
+        self.gradebook.db.commit()
+
+    def _cell_of(self, key: str) -> str:
+        """The grade cell of an exercise (``check_<key>``) or instructor's test."""
+        return key if key in {t.key for t in self.plan.tests} else f"check_{key}"
+
+    def _late_penalty(self) -> tuple[float, float]:
+        """(seconds late, the penalty) after nbgrader's own late-penalty step."""
+        from nbgrader.preprocessors import AssignLatePenalties
+
+        step = AssignLatePenalties(config=self.settings.config, log=_NBGRADER_LOG)
+        resources = {
+            "nbgrader": {
+                "notebook": self.name,
+                "assignment": self.assignment,
+                "student": self.student,
+                "db_url": self.settings.db_url,
+            }
+        }
+        step.preprocess(nbformat.v4.new_notebook(), resources)
+        self.gradebook.db.expire_all()
+        submission = self.gradebook.find_submission(self.assignment, self.student)
+        notebook = self.gradebook.find_submission_notebook(
+            self.name, self.assignment, self.student
+        )
+        return (
+            float(submission.total_seconds_late or 0.0),
+            float(notebook.late_submission_penalty or 0.0),
+        )
+
+    def zero_rows(self, status: str, hint: str) -> list[ClassRow]:
+        """Every autograded cell of the notebook scores 0, for one reason."""
+        grades = self._grades()
+        rows = []
+        for cell in self.gradebook.find_notebook(
+            self.name, self.assignment
+        ).grade_cells:
+            if cell.cell_type != "code":
+                continue
+            grades[cell.name].auto_score = 0.0
+            rows.append(self._plain_row(cell.name, 0.0, cell.max_score, status, hint))
+        self.gradebook.db.commit()
+        return rows
+
+    def _rows_of_earlier(self, status: str, hint: str) -> list[ClassRow]:
+        return [
+            self._plain_row(g.name, g.auto_score or 0.0, g.max_score, status, hint)
+            for g in self._grades().values()
+            if g.cell_type == "code"
+        ]
+
+    def _plain_row(self, cell, points, max_points, status, hint) -> ClassRow:
+        return ClassRow(
+            self.student,
+            **self.person,
+            assignment=self.assignment,
+            notebook=self.name,
+            chapter=self.plan.chapter,
+            exercise=cell.removeprefix("check_") if cell.startswith("check_") else cell,
+            points=float(points),
+            max_points=float(max_points),
+            status=status,
+            hint=hint,
+        )
+
+    def _row(self, e: ExerciseGrade, chapter, late, penalty) -> ClassRow:
+        row = self._plain_row(e.key, e.points, e.max_points, e.status, e.hint)
+        row.chapter, row.seconds_late, row.late_penalty = chapter, late, penalty
+        return row
+
+    # --- feedback ----------------------------------------------------------
+
+    def _write_feedback_text(self, text: str) -> None:
+        folder = self.settings.folder("autograded", self.student, self.assignment)
+        write_text_atomically(folder / f"{self.name}.grades.txt", text)
+
+    def _write_placeholder(self, text: str) -> None:
+        """Feedback for a notebook that was not graded: the text, and a
+        one-cell notebook saying why, for ``nbgrader generate_feedback``."""
+        self._write_feedback_text(text)
+        if not (self.folder / "submission_secret.txt").is_file():
+            # not collected by nbgrader: release_feedback could not hand a
+            # notebook back (and would stop at it), so the text goes straight
+            # to the feedback folder, for the instructor to send
+            folder = self.settings.folder("feedback", self.student, self.assignment)
+            write_text_atomically(folder / f"{self.name}.grades.txt", text)
+            return
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells.append(
+            nbformat.v4.new_markdown_cell("**Not graded.** " + printable(text, 1000))
+        )
+        notebook.cells[0]["id"] = "cell-0"
+        folder = self.settings.folder("autograded", self.student, self.assignment)
+        write_text_atomically(
+            folder / f"{self.name}.ipynb", nbformat.writes(notebook) + "\n"
+        )
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            _copy_small_file(self.folder / name, folder / name)
+
+    def _write_autograded(self, path: Path, result: NotebookGrade, penalty) -> None:
+        """The notebook ``nbgrader generate_feedback`` turns into HTML: the cells
+        the grader read, nbgrader metadata from the gradebook only, and each
+        check cell's verdict and whole hint as its output."""
+        notebook, _ = read_submission(path)
+        verdicts = {self._cell_of(e.key): e for e in result.exercises}
+        tests = {t.key: t.source for t in self.plan.tests}
+        seen: set[str] = set()
+        for cell in notebook.cells:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+            cell["metadata"] = {}
+            if grade_id not in self.plan.cells or grade_id in seen:
+                continue
+            seen.add(grade_id)
+            cell["metadata"]["nbgrader"] = dict(self.plan.cells[grade_id])
+            if cell.get("cell_type") != "code":
+                continue
+            if grade_id in tests:
+                cell["source"] = tests[grade_id]  # the instructor's, as nbgrader does
+            verdict = verdicts.get(grade_id)
+            if verdict is not None:
+                text = (
+                    f"{verdict.key}: {verdict.points:g}/{verdict.max_points:g} "
+                    f"({verdict.status}, {verdict.checks_passed}/{verdict.checks} "
+                    "checks)"
+                )
+                if verdict.hint:
+                    text += f"\nhint: {verdict.hint}"
+                cell["outputs"] = [
+                    nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
+                ]
+        summary = [
+            "**Graded by the course grader**, in a sandbox: "
+            f"{result.total:g} / {result.max_total:g} points."
+        ]
+        summary += [f"- {printable(w, 300)}" for w in result.warnings]
+        if penalty:
+            summary.append(f"- Late submission: a penalty of {penalty:g} points.")
+        notebook.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
+        for index, cell in enumerate(notebook.cells):
+            cell["id"] = f"cell-{index}"
+        folder = self.settings.folder("autograded", self.student, self.assignment)
+        write_text_atomically(
+            folder / f"{self.name}.ipynb", nbformat.writes(notebook) + "\n"
+        )
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            _copy_small_file(self.folder / name, folder / name)
+
+
+def _copy_small_file(source: Path, target: Path) -> None:
+    """Copy a plain file of a few KB (never a link, a FIFO or a device)."""
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 10_000:
+            return
+        data = os.read(fd, 10_001)
+    finally:
+        os.close(fd)
+    write_text_atomically(target, data.decode("utf-8", errors="replace"))
+
+
+def _meant(stem: str, name: str) -> bool:
+    """Whether a file named ``stem`` is likely the notebook ``name`` saved under
+    another name: ``01_tokens (1)``, ``01_tokens-2``, ``Copy of 01_tokens``."""
+    simple = re.sub(r"[^a-z0-9]", "", stem.lower())
+    return re.sub(r"[^a-z0-9]", "", name.lower()) in simple
 
 
 def _not_the_students_own(path: Path, folder: Path) -> str:
@@ -228,26 +656,7 @@ def _not_the_students_own(path: Path, folder: Path) -> str:
     return ""
 
 
-def _zero_rows(gradebook, student, assignment, name, status, hint) -> list[ClassRow]:
-    """Every check cell of notebook ``name`` scores 0, for one reason."""
-    rows = []
-    for cell in gradebook.find_notebook(name, assignment).grade_cells:
-        gradebook.find_grade(cell.name, name, assignment, student).auto_score = 0.0
-        exercise = cell.name.removeprefix("check_")
-        rows.append(
-            ClassRow(
-                student,
-                assignment,
-                name,
-                None,
-                exercise,
-                0.0,
-                cell.max_score,
-                status,
-                hint,
-            )
-        )
-    return rows
+# --- the CSV and the summary ---------------------------------------------------
 
 
 def rows_to_csv(rows: list[ClassRow]) -> str:
@@ -259,6 +668,114 @@ def rows_to_csv(rows: list[ClassRow]) -> str:
     return out.getvalue()
 
 
+def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
+    """The CSV at ``path`` with the rows of each (student, assignment) in ``rows``
+    replaced where they stood (new students at the end); other rows kept."""
+    fresh: dict[tuple[str, str], list[dict]] = collections.defaultdict(list)
+    for row in rows:
+        fresh[row.student, row.assignment].append(
+            {field: getattr(row, field) for field in CSV_FIELDS}
+        )
+    merged: list[dict] = []
+    placed: set[tuple[str, str]] = set()
+    if Path(path).is_file():
+        with open(path, newline="", encoding="utf-8") as handle:
+            old = list(csv.DictReader(handle))
+        for record in old:
+            key = (record.get("student", ""), record.get("assignment", ""))
+            if key in fresh:
+                if key not in placed:
+                    merged += fresh[key]
+                    placed.add(key)
+                continue
+            merged.append({field: record.get(field, "") for field in CSV_FIELDS})
+    for key, records in fresh.items():
+        if key not in placed:
+            merged += records
+    return merged
+
+
+def write_csv(path: Path, records: list[dict]) -> None:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    writer.writerows(records)
+    write_text_atomically(path, out.getvalue())
+
+
+def summary(records: list[dict], hints: int = 3) -> list[dict]:
+    """Per exercise (in order of first appearance): the class mean, how many
+    students got full marks, and the most common hints with their counts."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for record in records:
+        key = (str(record["notebook"]), str(record["exercise"]))
+        groups.setdefault(key, []).append(record)
+    table = []
+    for (notebook, exercise), group in groups.items():
+        points = [float(r["points"]) for r in group]
+        maximum = max(float(r["max_points"]) for r in group)
+        common = collections.Counter(
+            str(r["hint"]) for r in group if r["hint"] and float(r["points"]) < maximum
+        ).most_common(hints)
+        table.append(
+            {
+                "notebook": notebook,
+                "exercise": exercise,
+                "students": len(group),
+                "mean": sum(points) / len(points),
+                "max_points": maximum,
+                "full_marks": sum(p >= maximum for p in points),
+                "common_hints": common,
+            }
+        )
+    return table
+
+
+def summary_text(table: list[dict]) -> str:
+    lines = []
+    for row in table:
+        lines.append(
+            f"{row['notebook']} {row['exercise']}: mean {row['mean']:.2f}/"
+            f"{row['max_points']:g}, full marks {row['full_marks']}/{row['students']}"
+        )
+        for hint, count in row["common_hints"]:
+            lines.append(f"    {plural(count, 'student')}: {printable(hint, 300)}")
+    return "\n".join(lines)
+
+
+def write_summary(path: Path, table: list[dict]) -> None:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(
+        [
+            "notebook",
+            "exercise",
+            "students",
+            "mean",
+            "max_points",
+            "full_marks",
+            "hint",
+            "count",
+        ]
+    )
+    for row in table:
+        common = row["common_hints"] or [("", 0)]
+        for hint, count in common:
+            writer.writerow(
+                [
+                    row["notebook"],
+                    row["exercise"],
+                    row["students"],
+                    f"{row['mean']:.4g}",
+                    f"{row['max_points']:g}",
+                    row["full_marks"],
+                    hint,
+                    count,
+                ]
+            )
+    write_text_atomically(path, out.getvalue())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m transformer_course.gradebook",
@@ -266,12 +783,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("assignment", help="the nbgrader assignment, e.g. ch01")
     parser.add_argument(
-        "--course", type=Path, default=Path.cwd(), help="the course folder (.)"
+        "--course",
+        type=Path,
+        help="the course folder (default: CourseDirectory.root in nbgrader_config.py, "
+        "else the current folder)",
     )
     parser.add_argument(
-        "--db", help="the gradebook URL (sqlite:///<course>/gradebook.db)"
+        "--db",
+        help="the gradebook URL (default: CourseDirectory.db_url in nbgrader_config.py, "
+        "else sqlite:///<course>/gradebook.db)",
     )
-    parser.add_argument("--csv", type=Path, help="also write one row per exercise here")
+    parser.add_argument(
+        "--csv",
+        type=Path,
+        help="a CSV with one row per exercise: the students graded now replace "
+        "their rows, the others' are kept",
+    )
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        help="the per-exercise summary of the class as CSV (default: "
+        "<assignment>_summary.csv beside --csv, when --csv is given)",
+    )
     parser.add_argument(
         "--student", action="append", help="grade only this student (repeatable)"
     )
@@ -286,8 +819,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rows = grade_class(
-            args.course,
             args.assignment,
+            args.course,
             args.db,
             args.student,
             args.timeout,
@@ -299,8 +832,17 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
         return 2
+    records = [{f: getattr(r, f) for f in CSV_FIELDS} for r in rows]
     if args.csv:
-        write_text_atomically(args.csv, rows_to_csv(rows))
+        records = merge_csv(args.csv, rows)
+        write_csv(args.csv, records)
+    table = summary([r for r in records if r["assignment"] == args.assignment])
+    print(f"\nclass summary ({args.assignment}):\n{summary_text(table)}")
+    target = args.summary or (
+        args.csv.with_name(f"{args.assignment}_summary.csv") if args.csv else None
+    )
+    if target:
+        write_summary(target, table)
     return 0
 
 

@@ -497,6 +497,7 @@ class Sandbox:
                 {
                     "cells": job["cells"],
                     "function": job["function"],
+                    "test": job.get("test"),
                     "forbidden": list(job.get("forbidden", ())),
                     "cases": str(cases_path),
                 }
@@ -685,7 +686,8 @@ def _text(value: object, limit: int) -> str:
 
 def read_output(raw: object) -> dict:
     """A job's decoded result, checked against its schema: ``preamble_error``
-    (text or None), ``defined`` (bool), ``errors`` ([cell index, text] pairs) and
+    and ``test_error`` (text or None; the latter for an instructor's test cell),
+    ``defined`` (bool), ``errors`` ([cell index, text] pairs) and
     ``outcomes`` (a list per check of outcome dicts: ``value`` plain data,
     ``error`` and ``value_type`` text or None, ``message`` text, ``mutated``
     argument indices, ``kinds`` class names). Raises :class:`WireError`."""
@@ -736,6 +738,8 @@ def read_output(raw: object) -> dict:
         checked.append(row)
     return {
         "preamble_error": optional_text(raw.get("preamble_error"), 300),
+        # an instructor's test cell: "" when it ran without an error
+        "test_error": optional_text(raw.get("test_error"), 300),
         "defined": raw["defined"],
         "errors": [[i, m[:300]] for i, m in errors[:1000]],
         "outcomes": checked,
