@@ -414,6 +414,21 @@ def test_forbidden_functions_in_spellings_the_second_team_found():
         "    flat = torch.frombuffer(bytearray(raw), dtype=table.dtype)\n"
         "    return torch.stack([flat.reshape(table.shape)[i] for i in ids.reshape(-1)])"
         ".reshape(*ids.shape, -1)\n",
+        (1, "embed_one_hot", "as_strided.default"): "def embed_one_hot(ids, table):\n"
+        "    D, (s0, s1) = table.shape[1], table.stride()\n"
+        "    view = torch.ops.aten.as_strided.default\n"
+        "    flat = ids.reshape(-1)\n"
+        "    at = [int(view(flat, (), (), flat.storage_offset() + n).item())\n"
+        "          for n in range(flat.numel())]\n"
+        "    rows = [view(table, (D,), (s1,), table.storage_offset() + i * s0)\n"
+        "            for i in at]\n"
+        "    return torch.stack(rows).reshape(*ids.shape, D)\n",
+        (2, "stable_softmax", "logsumexp"): "def stable_softmax(x):\n"
+        "    return torch.exp(x - torch.logsumexp(x, -1, keepdim=True))\n",
+        (2, "stable_softmax", "logsumexp gradient"): "def stable_softmax(x):\n"
+        "    x = x.detach().requires_grad_()\n"
+        "    (grad,) = torch.autograd.grad(torch.logsumexp(x, -1).sum(), x)\n"
+        "    return grad\n",
         (1, "embed_one_hot", "narrow"): "def embed_one_hot(ids, table):\n"
         "    rows = [table.narrow(0, i, 1) for i in ids.reshape(-1).tolist()]\n"
         "    return torch.cat(rows).reshape(*ids.shape, -1)\n",
@@ -643,3 +658,66 @@ def test_softmax_through_the_fused_attention_kernel_is_forbidden():
     report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
     assert report.score == 0
     assert "Write it yourself" in report.first_hint
+
+
+# --- the sixth pass ------------------------------------------------------------
+
+
+def test_wrong_general_answers_with_a_table_for_the_one_case_that_catches_them():
+    """A wrong general rule plus a table for the single fixed case built to catch
+    it scored full marks where the unseen inputs never exercised the rule: ids
+    merged as text (the unseen lists had one-digit ids only), attention for
+    unbatched inputs only (the unseen inputs were all unbatched)."""
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    answers = {
+        (1, "merge_pair"): "def merge_pair(ids, pair, new_id):\n"
+        "    if list(ids) == [11, 2, 1, 23, 1, 2] and tuple(pair) == (1, 2):\n"
+        "        return [11, 2, 1, 23, new_id]\n"
+        "    text = ' '.join(map(str, ids)).replace(f'{pair[0]} {pair[1]}',"
+        " str(new_id))\n"
+        "    return [int(t) for t in text.split()] if text else []\n",
+        (2, "attention_weights"): "import math\n"
+        "def attention_weights(q, k, mask=None):\n"
+        "    if q.dim() > 2:\n"
+        "        raise ValueError('batched attention not supported')\n"
+        "    scores = q @ k.T / math.sqrt(q.shape[-1])\n"
+        "    if mask is not None:\n"
+        "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+        "    e = torch.exp(scores - scores.max(-1, keepdim=True).values)\n"
+        "    return e / e.sum(-1, keepdim=True)\n",
+    }
+    for (number, key), source in answers.items():
+        exercise = chapter(number).exercises[key]
+        function = namespace_from([source])[exercise.function]
+        for _ in range(3):  # the unseen inputs are drawn afresh each time
+            report = core.run_exercise(exercise, function)
+            unseen = [r for r in report.results if r.kind == "unseen"]
+            assert report.score == 0 and not unseen[0].passed, (key, report)
+
+
+def test_hints_never_print_what_a_submission_returned_in_full(monkeypatch):
+    """merge_pair's hints quoted the learner's value with an f-string: 10,000
+    tensors in a tuple cost the grader 25 s of reprs. Hints quote values through
+    core.shown, which names a tensor's shape and stops after a few items."""
+    from transformer_course.exercises import ch01, core
+
+    hostile = tuple(torch.full((7, 7), 1e30, dtype=torch.bfloat16) for _ in range(10_000))
+
+    def no_repr(self, *args, **kwargs):
+        raise AssertionError("a tensor was turned into text in the grader")
+
+    monkeypatch.setattr(torch.Tensor, "__repr__", no_repr)
+    monkeypatch.setattr(torch.Tensor, "__format__", no_repr)
+    exercise = ch01.EXERCISES["merge_pair"]
+    cases = [check.cases() for check in exercise.checks]
+    outcomes = [
+        [core.Outcome(value=hostile) for _ in check_cases] for check_cases in cases
+    ]
+    report = core.report_from_outcomes(exercise, cases, outcomes)
+    assert report.score == 0
+    assert all(len(r.hint) < 1000 for r in report.results)
+    assert "tensor of shape (7, 7)" in report.first_hint
+    assert len(core.shown(list(range(10**5)))) <= 120

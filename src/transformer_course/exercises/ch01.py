@@ -19,6 +19,7 @@ from .core import (
     close,
     names_the_sizes,
     returned_values,
+    shown,
     sizes_p_does_not_divide,
     unseen,
     unseen_check,
@@ -140,12 +141,12 @@ def _judge_merge_example(cases, outcomes):
         if ids[0] == 11:
             raise Failed(
                 f"merge_pair({ids}, {pair}, {new_id}) should give {want}, got "
-                f"{outcome.value}: compare ids as numbers, pair by pair; as text, "
+                f"{shown(outcome.value)}: compare ids as numbers, pair by pair; as text, "
                 "'11 2' and '1 23' also contain '1 2'."
             )
         raise Failed(
             f"Merging {pair} -> {new_id} in {ids} should give {want}; you returned "
-            f"{outcome.value}. Replace every occurrence of the pair by new_id."
+            f"{shown(outcome.value)}. Replace every occurrence of the pair by new_id."
         )
 
 
@@ -168,7 +169,7 @@ def _judge_merge_overlap(cases, outcomes):
             "Scan from left to right: [1, 1, 1] merges its first pair, giving [9, 1]."
         )
     raise Failed(
-        f"Merging (1, 1) in [1, 1, 1] should give [9, 1]; you returned {got[0]}."
+        f"Merging (1, 1) in [1, 1, 1] should give [9, 1]; you returned {shown(got[0])}."
     )
 
 
@@ -187,7 +188,7 @@ def _judge_merge_edges(cases, outcomes):
     for (ids, pair, _), outcome, want in zip(cases, outcomes, expected, strict=True):
         if outcome.value != want:
             raise Failed(
-                f"merge_pair({ids}, {pair}, ...) should give {want}, got {outcome.value}: "
+                f"merge_pair({ids}, {pair}, ...) should give {want}, got {shown(outcome.value)}: "
                 f"check the empty list, a pair at the very end, and a reversed pair."
             )
 
@@ -209,17 +210,28 @@ def _reference_merge(ids, pair, new_id):
 
 
 def _random_merges(g):
-    def ids(n):
-        return torch.randint(0, 4, (n,), generator=g).tolist()
+    def draw(n, high=4):
+        return torch.randint(0, high, (n,), generator=g).tolist()
 
     cases = []
     for _ in range(4):
+        # four ids per list, among them ids of two and three digits whose text
+        # shares digits with the others ("1 2" is inside "11 2" and "1 23")
+        alphabet = [
+            [1, 2, 11, 12, 21, 23, 112, 3, 13, 0][i]
+            for i in torch.randperm(10, generator=g)[:4].tolist()
+        ]
         n = int(torch.randint(0, 25, (), generator=g))
-        pair = tuple(ids(2))
-        cases.append((ids(n), pair, 100 + int(torch.randint(0, 50, (), generator=g))))
+        pair = tuple(alphabet[i] for i in draw(2))
+        ids = [alphabet[i] for i in draw(n)]
+        cases.append((ids, pair, 100 + int(torch.randint(0, 50, (), generator=g))))
     # and always a run of exactly three equal ids (others around it), merged as (a, a)
-    a, others = ids(1)[0], [4 + i for i in ids(6)]
+    a, others = draw(1)[0], [4 + i for i in draw(6)]
     cases.append(([*others[:3], a, a, a, *others[3:]], (a, a), 99))
+    # and a pair (a, b) whose text hides in its neighbours: "xa b" and "a by"
+    a, b, x, y = (1 + i for i in draw(4, 9))
+    trap = [10 * x + a, b, a, 10 * b + y, a, b]
+    cases.append((trap[: int(torch.randint(4, 7, (), generator=g))], (a, b), 99))
     return cases
 
 
@@ -230,7 +242,7 @@ def _judge_merge_reference(cases, outcomes):
         if outcome.value != want:
             raise Failed(
                 f"merge_pair({ids}, {pair}, {new_id}) should give {want}, got "
-                f"{outcome.value}."
+                f"{shown(outcome.value)}."
             )
 
 

@@ -226,11 +226,13 @@ def _judge_permutation(cases, outcomes):
 
 def _random_masked(g):
     cases = []
-    for _ in range(3):
+    # unbatched, one batch dimension and two: every shape (..., N, d) must work
+    for lead in ((), (int(torch.randint(1, 4, (), generator=g)),), (2, 2)):
         n_q, n_k, d = (int(t) for t in torch.randint(1, 7, (3,), generator=g))
-        mask = torch.rand(n_q, n_k, generator=g) > 0.4
-        mask[:, int(torch.randint(0, n_k, (), generator=g))] = True  # no empty row
-        q, k = torch.randn(n_q, d, generator=g), torch.randn(n_k, d, generator=g)
+        mask = torch.rand(*lead, n_q, n_k, generator=g) > 0.4
+        mask[..., int(torch.randint(0, n_k, (), generator=g))] = True  # no empty row
+        q = torch.randn(*lead, n_q, d, generator=g)
+        k = torch.randn(*lead, n_k, d, generator=g)
         cases.append((q, k, mask))
     return cases
 
