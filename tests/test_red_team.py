@@ -695,7 +695,8 @@ def test_wrong_general_answers_with_a_table_for_the_one_case_that_catches_them()
         for _ in range(3):  # the unseen inputs are drawn afresh each time
             report = core.run_exercise(exercise, function)
             unseen = [r for r in report.results if r.kind == "unseen"]
-            assert report.score == 0 and not unseen[0].passed, (key, report)
+            assert report.score == 0, (key, report)
+            assert not unseen[0].passed, (key, report)
 
 
 def test_hints_never_print_what_a_submission_returned_in_full(monkeypatch):
@@ -704,7 +705,9 @@ def test_hints_never_print_what_a_submission_returned_in_full(monkeypatch):
     core.shown, which names a tensor's shape and stops after a few items."""
     from transformer_course.exercises import ch01, core
 
-    hostile = tuple(torch.full((7, 7), 1e30, dtype=torch.bfloat16) for _ in range(10_000))
+    hostile = tuple(
+        torch.full((7, 7), 1e30, dtype=torch.bfloat16) for _ in range(10_000)
+    )
 
     def no_repr(self, *args, **kwargs):
         raise AssertionError("a tensor was turned into text in the grader")

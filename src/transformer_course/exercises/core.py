@@ -445,7 +445,9 @@ def shown(value: Any, limit: int = 120) -> str:
                     break
                 parts.append(walk(item))
             inner = ", ".join(parts)
-            text = f"[{inner}]" if type(v) is list else f"({inner}{',' * (len(v) == 1)})"
+            text = (
+                f"[{inner}]" if type(v) is list else f"({inner}{',' * (len(v) == 1)})"
+            )
         elif isinstance(v, torch.Tensor):
             text = f"a {v.dtype} tensor of shape {tuple(v.shape)}"
         elif type(v) in (int, float, bool) or v is None:
