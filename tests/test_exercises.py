@@ -493,3 +493,72 @@ def test_quiz_option_lengths_do_not_give_the_answer_away():
         f"the right option is the shortest in {len(shortest)} of {len(quizzes)} "
         "quizzes: " + "; ".join(shortest)
     )
+
+
+# --- hints name the mistake the learner made (issue 21) -------------------------------
+
+SOFTMAX_MISTAKES = [
+    # (the learner's body, words every failing row must not say, words one must say)
+    (
+        "    e = torch.exp(x)\n    return e / e.sum(-1, keepdim=True)",
+        ["whole tensor", "wrong axis"],
+        "Large logits overflow",
+    ),
+    (
+        "    e = torch.exp(x - x.max(0, keepdim=True).values)\n"
+        "    return e / e.sum(0, keepdim=True)",
+        ["maximum before exp", "own maximum"],
+        "wrong axis",
+    ),
+    (
+        "    e = torch.exp(x - x.max())\n    return e / e.sum(-1, keepdim=True)",
+        ["wrong axis", "Large logits overflow"],
+        "each row's own maximum",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "never", "said"), SOFTMAX_MISTAKES)
+def test_softmax_hints_name_the_mistake_made(body, never, said):
+    exercise = chapter(2).exercises["stable_softmax"]
+    report = core.run_exercise(
+        exercise, fn(f"def stable_softmax(x):\n{body}", "stable_softmax")
+    )
+    hints = failing(report)
+    assert any(said in h for h in hints.values()), hints
+    for words in never:
+        assert not any(words in h for h in hints.values()), (words, hints)
+
+
+def test_no_property_is_passed_by_a_function_that_never_returns():
+    for number in range(1, 8):
+        for key, exercise in chapter(number).exercises.items():
+            report = core.run_exercise(
+                exercise,
+                fn(
+                    f"def {exercise.function}(*a, **k):\n    raise ValueError('no')",
+                    exercise.function,
+                ),
+            )
+            passed = [r.name for r in report.results if r.passed]
+            assert not passed, (key, passed)
+            assert "every input" in failing(report)[core.INPUTS_UNCHANGED]
+
+
+def test_hints_are_plain_text():
+    """Hints are shown as text (a widget's table, the grader's CSV): no markdown
+    emphasis such as *before*, which showed its asterisks."""
+    import ast
+    import importlib
+    import inspect
+    import re
+
+    for number in range(1, 8):
+        module = importlib.import_module(f"transformer_course.exercises.ch{number:02d}")
+        tree = ast.parse(inspect.getsource(module))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not re.search(r"(?<![\w*])\*[a-z]{3,}\*(?![\w*])", node.value), (
+                    number,
+                    node.value,
+                )

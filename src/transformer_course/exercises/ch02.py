@@ -78,19 +78,53 @@ def _large_cases():
     ]
 
 
+def _normalised_along_another_axis(x: torch.Tensor, out: torch.Tensor) -> bool:
+    """Whether ``out`` is finite and sums to 1 along some axis but the last."""
+    if x.dim() < 2 or out.shape != x.shape or not torch.isfinite(out).all():
+        return False
+    return any(
+        close(out.sum(axis), torch.ones(out.sum(axis).shape))
+        for axis in range(x.dim() - 1)
+    ) and not close(out.sum(-1), torch.ones(x.shape[:-1]))
+
+
+def _with_a_maximum_not_the_rows(x: torch.Tensor, out: torch.Tensor) -> bool:
+    """Whether ``out`` is a softmax stabilised with the wrong maximum: the whole
+    tensor's, or one along another axis (rows far below it turn to nan)."""
+    x = x.double()
+    for maximum in (x.max(), *(x.amax(a, keepdim=True) for a in range(x.dim() - 1))):
+        e = torch.exp(x - maximum)
+        if close(out, e / e.sum(-1, keepdim=True), equal_nan=True):
+            return True
+    return False
+
+
 def _judge_softmax_large(cases, outcomes):
     for (x,), out in zip(cases, returned_values(outcomes), strict=True):
-        if x.shape[0] == 2 and not torch.isfinite(out[1]).all():
+        if close(out, torch.softmax(x, dim=-1)):
+            continue
+        if _normalised_along_another_axis(x, out):
             raise Failed(
-                "Subtract each row's own maximum (x.max(dim=-1, keepdim=True)), not "
-                "the maximum of the whole tensor: a row whose values are all far "
+                "The softmax normalises over the wrong axis: each row (the last "
+                "dimension, dim=-1) must sum to 1."
+            )
+        if _with_a_maximum_not_the_rows(x, out):
+            raise Failed(
+                "Subtract each row's own maximum, along the last dimension "
+                "(x.max(dim=-1, keepdim=True).values): with one maximum for the whole "
+                "tensor, or one along another axis, a row whose values are all far "
                 "below it underflows to 0/0 = nan."
             )
-        if not torch.isfinite(out).all() or not close(out, torch.softmax(x, dim=-1)):
+        if not torch.isfinite(out).all():
             raise Failed(
-                "Large logits overflow: exp(1000) is inf and inf/inf is nan. Subtract each "
-                "row's maximum before exp (x - x.max(dim=-1, keepdim=True).values); it cancels."
+                "Large logits overflow: exp(1000) is inf and inf/inf is nan. Subtract "
+                "each row's maximum before exp (x - x.max(dim=-1, keepdim=True)"
+                ".values); it cancels in the ratio."
             )
+        raise Failed(
+            "Compute exp(x - max) / sum(exp(x - max)) along the last dimension; "
+            "compare with torch.softmax(x, dim=-1)."
+        )
 
 
 def _shift_cases():
@@ -202,7 +236,7 @@ def _judge_mask(cases, outcomes):
             )
         if not close(w.sum(-1), torch.ones(w.shape[:-1])):
             raise Failed(
-                "The mask was applied after the softmax, so rows no longer sum to 1. Set masked scores to -inf *before* the softmax."
+                "The mask was applied after the softmax, so rows no longer sum to 1. Set masked scores to -inf before the softmax."
             )
         raise Failed(
             "With a mask, the weights should be softmax(q kᵀ/√d_k with masked scores set to -inf)."

@@ -408,7 +408,22 @@ def report_from_outcomes(
         )
     )
     changed = next((o for o in every if o.mutated), None)
-    if changed is None:
+    if every and all(o.raised for o in every):
+        # nothing returned: no property has been shown, whatever was raised
+        first = every[0]
+        error = "NotImplementedError" if first.error == runner.NOT_ATTEMPTED else first.error
+        hint = (
+            f"Your function raised an error for every input (first {error}: "
+            f"{first.message[:200]}): this is checked once it returns results."
+        )
+        results = tuple(
+            CheckResult(r.name, False, hint, r.kind, r.weight)
+            if r.kind == PROPERTY
+            else r
+            for r in results
+        )
+        results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
+    elif changed is None:
         results += (CheckResult(INPUTS_UNCHANGED, True, "", PROPERTY),)
     else:
         which = ", ".join(f"argument {i + 1}" for i in changed.mutated)
