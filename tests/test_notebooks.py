@@ -58,6 +58,32 @@ def test_kernel_is_python3(path):
     assert load(path)["metadata"]["kernelspec"]["name"] == "python3"
 
 
+SOURCES = sorted((ROOT / "exercises" / "source").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize(
+    "path", NOTEBOOKS + SOURCES, ids=lambda p: p.parent.name + "/" + p.name
+)
+def test_opening_a_notebook_changes_nothing(path):
+    """JupyterLab writes the kernel's own kernelspec and language_info into a
+    notebook when its kernel starts: metadata that differs marked every notebook
+    modified the moment it opened (closing an unedited one asked to save). The
+    notebooks carry what ipykernel reports, for the course's Python (3.11.7, as
+    on CI; on another version JupyterLab still updates language_info.version)."""
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    metadata = load(path)["metadata"]
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert metadata["kernelspec"] == {
+        "display_name": spec.display_name,
+        "language": spec.language,
+        "name": "python3",
+    }
+    reported = {**IPythonKernel.language_info, "version": "3.11.7"}
+    assert metadata["language_info"] == reported
+
+
 def test_every_notebook_is_in_the_table_of_contents():
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     listed = {toc["root"]}
