@@ -18,7 +18,7 @@ $(INSTALLED): requirements.txt pyproject.toml
 
 book: $(INSTALLED)
 	$(BIN)/python -m transformer_course.book_assets --dest _vendor
-	$(BIN)/jupyter-book build . --all -W -n --keep-going
+	TRANSFORMER_COURSE_ANSWERS=none $(BIN)/jupyter-book build . --all -W -n --keep-going
 	@echo "Open _build/html/index.html"
 
 # Two workers, one notebook file per worker (--dist loadfile keeps a notebook's

@@ -12,6 +12,9 @@ import os
 os.environ.setdefault("TRANSFORMER_COURSE_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# Quizzes keep submitted answers in ~/.transformer_course/answers.json for the
+# learner: never read or written by tests, notebooks under nbval or the book build.
+os.environ["TRANSFORMER_COURSE_ANSWERS"] = "none"
 # tqdm writes progress bars to stderr; keep test logs quiet.
 os.environ.setdefault("TQDM_DISABLE", "1")
 

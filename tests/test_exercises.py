@@ -307,19 +307,86 @@ def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):
     assert score == pytest.approx(3 * 5 / 6)
 
 
-def test_multiple_choice_quiz_grades_and_explains():
+def test_multiple_choice_quiz_grades_and_explains_on_request():
     box = chapter(1).quiz("quiz_layout")
+    explained = html.escape(QUIZZES["quiz_layout"].explanation)
     box.submit.click()
     assert "Choose an answer first" in box.feedback.value
     box.control.value = "(B, D, N)"
     box.submit.click()
     assert "Not quite" in box.feedback.value
     assert widgets.PROGRESS["quiz_layout"] == "failed"
+    # as on the book's page: after a wrong answer the explanation (which gives
+    # the answer away) waits behind a button
+    assert explained not in box.feedback.value
+    assert box.explanation.layout.display == "none"
+    assert box.toggle.layout.display is None
+    box.toggle.click()
+    assert box.explanation.layout.display is None
+    assert box.explanation.value == explained
+    box.toggle.click()
+    assert box.explanation.layout.display == "none"
     box.control.value = "(B, N, D)"
     box.submit.click()
     assert "Correct" in box.feedback.value
-    assert html.escape(QUIZZES["quiz_layout"].explanation) in box.feedback.value
+    assert "on try 2" in box.feedback.value  # the first try is what counts
+    assert box.explanation.layout.display is None
     assert widgets.PROGRESS["quiz_layout"] == "passed"
+    assert widgets.TRIES["quiz_layout"] == (2, False)
+    progress = chapter(1).progress()
+    assert "passed, on try 2" in progress.value
+    assert "✅" not in progress.value
+    assert "<svg" in progress.value
+
+
+def test_quiz_answers_come_back_when_the_cell_runs_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFORMER_COURSE_ANSWERS", str(tmp_path / "answers.json"))
+    box = chapter(1).quiz("quiz_layout")
+    box.control.value = "(B, N, D)"
+    box.submit.click()
+    widgets.PROGRESS.clear()
+    widgets.TRIES.clear()  # a new kernel: the notebook reopened, or restarted
+    again = chapter(1).quiz("quiz_layout")
+    assert again.control.value == "(B, N, D)"
+    assert "Correct" in again.feedback.value
+    assert widgets.PROGRESS["quiz_layout"] == "passed"
+    assert widgets.TRIES["quiz_layout"] == (1, True)
+    (tmp_path / "answers.json").write_text("{not json")  # damaged: start afresh
+    assert chapter(1).quiz("quiz_layout").feedback.value == ""
+
+
+def test_enter_in_a_number_box_submits():
+    box = chapter(1).quiz("quiz_embedding_size")
+    box.control.value = "38,597,376"
+    box.control._submission_callbacks(box.control)  # what Enter sends
+    assert "Correct" in box.feedback.value
+
+
+def test_every_widget_says_in_plain_text_to_run_its_cell(stubs):
+    ex = chapter(1)
+    for shown in (
+        ex.check("merge_pair", stubs["merge_pair"]),
+        ex.quiz("quiz_layout"),
+        ex.progress(),
+    ):
+        bundle = shown._repr_mimebundle_()
+        assert widgets.RERUN in bundle["text/plain"], bundle["text/plain"]
+    bundle = ex.check(
+        "merge_pair", fn(WRONG["merge_pair"], "merge_pair")
+    )._repr_mimebundle_()
+    assert "skip past both" in bundle["text/plain"]
+
+
+def test_nbgrader_validate_reads_the_checks_verdict(
+    monkeypatch, capsys, stubs, solutions
+):
+    """Validate called an unattempted exercise "Partial credit": a check cell
+    now writes its verdict to stderr (failed, with the reason) unless it passed."""
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    assert chapter(1).check("merge_pair", stubs["merge_pair"]) is None
+    assert "not attempted" in capsys.readouterr().err
+    assert chapter(1).check("merge_pair", solutions["merge_pair"]) is None
+    assert capsys.readouterr().err == ""
 
 
 def test_numeric_quiz_accepts_the_answer_within_tolerance():

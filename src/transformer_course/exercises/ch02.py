@@ -90,8 +90,8 @@ def _normalised_along_another_axis(x: torch.Tensor, out: torch.Tensor) -> bool:
 
 def _with_a_maximum_not_the_rows(x: torch.Tensor, out: torch.Tensor) -> bool:
     """Whether ``out`` is a softmax stabilised with the wrong maximum: the whole
-    tensor's, or one along another axis (rows far below it turn to nan)."""
-    x = x.double()
+    tensor's, or one along another axis (rows far below it turn to nan); in the
+    input's dtype, where the learner's rows underflow."""
     for maximum in (x.max(), *(x.amax(a, keepdim=True) for a in range(x.dim() - 1))):
         e = torch.exp(x - maximum)
         if close(out, e / e.sum(-1, keepdim=True), equal_nan=True):
@@ -108,18 +108,27 @@ def _judge_softmax_large(cases, outcomes):
                 "The softmax normalises over the wrong axis: each row (the last "
                 "dimension, dim=-1) must sum to 1."
             )
-        if _with_a_maximum_not_the_rows(x, out):
+        plain = torch.exp(x)
+        unshifted = close(out, plain / plain.sum(-1, keepdim=True), equal_nan=True)
+        wrong_maximum = _with_a_maximum_not_the_rows(x, out)
+        if wrong_maximum and not unshifted:
             raise Failed(
                 "Subtract each row's own maximum, along the last dimension "
                 "(x.max(dim=-1, keepdim=True).values): with one maximum for the whole "
                 "tensor, or one along another axis, a row whose values are all far "
                 "below it underflows to 0/0 = nan."
             )
-        if not torch.isfinite(out).all():
+        if unshifted and not wrong_maximum:
             raise Failed(
                 "Large logits overflow: exp(1000) is inf and inf/inf is nan. Subtract "
                 "each row's maximum before exp (x - x.max(dim=-1, keepdim=True)"
                 ".values); it cancels in the ratio."
+            )
+        if not torch.isfinite(out).all():  # these inputs cannot tell which
+            raise Failed(
+                "Some rows are nan or inf: subtract each row's own maximum "
+                "(x.max(dim=-1, keepdim=True).values) before exp; it cancels in "
+                "the ratio."
             )
         raise Failed(
             "Compute exp(x - max) / sum(exp(x - max)) along the last dimension; "

@@ -411,7 +411,11 @@ def report_from_outcomes(
     if every and all(o.raised for o in every):
         # nothing returned: no property has been shown, whatever was raised
         first = every[0]
-        error = "NotImplementedError" if first.error == runner.NOT_ATTEMPTED else first.error
+        error = (
+            "NotImplementedError"
+            if first.error == runner.NOT_ATTEMPTED
+            else first.error
+        )
         hint = (
             f"Your function raised an error for every input (first {error}: "
             f"{first.message[:200]}): this is checked once it returns results."

@@ -29,6 +29,7 @@ __all__ = [
     "CHOOSE_FIRST",
     "CORRECT",
     "NOT_A_NUMBER",
+    "ON_TRY",
     "TYPE_FIRST",
     "WRONG",
     "choice_quiz_html",
@@ -41,8 +42,10 @@ __all__ = [
 CHOOSE_FIRST = "Choose an answer first."
 TYPE_FIRST = "Type a number first."
 NOT_A_NUMBER = "Type a number (digits, optionally with commas): got {value}."
-CORRECT = "✅ Correct."
-WRONG = "❌ Not quite."
+CORRECT = "Correct."
+WRONG = "Not quite."
+# The verdict after the first try (the first try is what a quiz records).
+ON_TRY = " (on try {tries}: the first try was not right)"
 # On the page the explanation waits in a toggle after a wrong answer.
 TRY_AGAIN = "Try again, or open the explanation."
 
@@ -174,8 +177,13 @@ _SCRIPT = """\
         feedback.textContent = result.message;
         return;
       }
+      var tries = Number(form.getAttribute("data-tries") || "0") + 1;
+      form.setAttribute("data-tries", String(tries));
       var verdict = document.createElement("b");
       verdict.textContent = result.pass ? data.right : data.wrong;
+      if (result.pass && tries > 1) {
+        verdict.textContent += data.on_try.replace("{tries}", String(tries));
+      }
       feedback.appendChild(verdict);
       if (!result.pass) feedback.appendChild(document.createTextNode(" " + data.again));
       feedback.classList.add(result.pass ? "tc-quiz-pass" : "tc-quiz-fail");
@@ -211,6 +219,7 @@ def _form(key: str, kind: str, question: str, control: str, payload: dict) -> st
         "right": CORRECT,
         "wrong": WRONG,
         "again": TRY_AGAIN,
+        "on_try": ON_TRY,
         **payload,
     }
     # The explanation toggle looks like the book's other toggles

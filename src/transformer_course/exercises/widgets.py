@@ -12,28 +12,69 @@ instead of the widget, whose Python callbacks cannot run there.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html
+import json
 import math
 import os
 import random
 import re
 import sys
+import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import ipywidgets as widgets
 
 from . import quiz_html
 from .core import NOT_ATTEMPTED, PASSED, Exercise, Report, run_exercise
-from .quiz_html import CHOOSE_FIRST, CORRECT, NOT_A_NUMBER, TYPE_FIRST, WRONG
+from .quiz_html import CHOOSE_FIRST, CORRECT, NOT_A_NUMBER, ON_TRY, TYPE_FIRST, WRONG
 
 __all__ = ["MultipleChoice", "Numeric", "QuizBox", "check_widget", "progress_widget"]
 
 # What this kernel has seen: exercise or quiz key -> "passed"/"failed"/"not attempted".
 PROGRESS: dict[str, str] = {}
+# For quizzes: how many answers were submitted, and whether the first was right.
+TRIES: dict[str, tuple[int, bool]] = {}
 
-_ICONS = {PASSED: "✅", "failed": "❌", NOT_ATTEMPTED: "⬜"}
+
+def _icon(color: str, mark: str, label: str) -> str:
+    """A small inline SVG icon: drawn, so no emoji font is needed (on a minimal
+    Linux, ✅ and ❌ showed as empty boxes)."""
+    return (
+        f'<svg width="14" height="14" viewBox="0 0 16 16" role="img" '
+        f'aria-label="{label}" style="vertical-align:-2px">'
+        f"<title>{label}</title>{mark.format(color=color)}</svg>"
+    )
+
+
+_ICONS = {
+    PASSED: _icon(
+        "#1a7f37",
+        '<circle cx="8" cy="8" r="8" fill="{color}"/>'
+        '<path d="M4.2 8.3l2.5 2.5 5-5.2" stroke="#fff" stroke-width="2" fill="none"/>',
+        "passed",
+    ),
+    "failed": _icon(
+        "#cf222e",
+        '<circle cx="8" cy="8" r="8" fill="{color}"/>'
+        '<path d="M5 5l6 6M11 5l-6 6" stroke="#fff" stroke-width="2"/>',
+        "failed",
+    ),
+    NOT_ATTEMPTED: _icon(
+        "#8c959f",
+        '<rect x="1.5" y="1.5" width="13" height="13" rx="2" fill="none" '
+        'stroke="{color}" stroke-width="1.6"/>',
+        "not attempted",
+    ),
+}
+
+#: What a widget says where it cannot be shown: after the notebook is reopened or
+#: its kernel restarted, in a viewer without widgets, in a text-only front end.
+RERUN = "(Run this cell to use it: it needs the notebook's running kernel.)"
 
 
 def grading_with_nbgrader() -> bool:
@@ -52,8 +93,8 @@ def render_report(report: Report) -> str:
             f"that cell, then check again."
         )
     rows = "".join(
-        f"<tr><td>{'✅' if r.passed else '❌'}</td><td>{html.escape(r.name)}</td>"
-        f"<td>{html.escape(r.hint)}</td></tr>"
+        f"<tr><td>{_ICONS[PASSED] if r.passed else _ICONS['failed']}</td>"
+        f"<td>{html.escape(r.name)}</td><td>{html.escape(r.hint)}</td></tr>"
         for r in report.results
     )
     return (
@@ -61,6 +102,42 @@ def render_report(report: Report) -> str:
         f"{len(report.results)} checks passed.</b>"
         f"<table><tr><th></th><th>check</th><th>hint</th></tr>{rows}</table>"
     )
+
+
+def report_text(report: Report) -> str:
+    """The same results as plain text (a widget's fallback, nbgrader's Validate)."""
+    title = report.exercise.title
+    if report.status == NOT_ATTEMPTED:
+        return f"{title}: not attempted."
+    lines = [f"{title}: {report.passed_count} of {len(report.results)} checks passed."]
+    lines += [
+        f"  [{'pass' if r.passed else 'FAIL'}] {r.name}"
+        + (f": {r.hint}" if r.hint else "")
+        for r in report.results
+    ]
+    return "\n".join(lines)
+
+
+class _WithFallback:
+    """A widget whose mime bundle also carries ``text/plain``: what it shows
+    where the widget cannot be drawn, and that re-running the cell brings it
+    back."""
+
+    fallback_text = ""
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is not None:  # None once the widget is closed
+            bundle["text/plain"] = f"{self.fallback_text}\n{RERUN}".strip()
+        return bundle
+
+
+class CheckBox(_WithFallback, widgets.VBox):
+    """An exercise's results and its "Check again" button."""
+
+
+class ProgressBox(_WithFallback, widgets.HTML):
+    """The progress table."""
 
 
 def _current_definition(name: str) -> Callable | None:
@@ -82,24 +159,33 @@ def check_widget(exercise: Exercise, function: Callable | None):
     """
     report = run_exercise(exercise, function)
     PROGRESS[exercise.key] = report.status
+    if os.environ.get("NBGRADER_EXECUTION") == "validate":
+        # nbgrader's Validate reads a grade cell that writes to stderr as failed,
+        # with that text as the reason, and one that returns a number below its
+        # points as "partial credit": say what the check says instead
+        if report.status != PASSED:
+            print(report_text(report), file=sys.stderr)
+        return None
     if grading_with_nbgrader():
         return report.score
     results = widgets.HTML(render_report(report))
     button = widgets.Button(description="Check again", icon="check")
+    box = CheckBox([results, button])
 
     def on_click(_button) -> None:
         latest = _current_definition(exercise.function) or function
         fresh = run_exercise(exercise, latest)
         PROGRESS[exercise.key] = fresh.status
         results.value = render_report(fresh)
+        box.fallback_text = report_text(fresh)
 
     button.on_click(on_click)
-    box = widgets.VBox([results, button])
+    box.fallback_text = report_text(report)
     box.report = report  # for tests and for the curious
     return box
 
 
-class QuizBox(widgets.VBox):
+class QuizBox(_WithFallback, widgets.VBox):
     """A quiz as a widget, for Jupyter, that also carries itself as HTML.
 
     Its mime bundle holds both the widget view and ``text/html`` (the quiz as
@@ -108,15 +194,68 @@ class QuizBox(widgets.VBox):
     ``_config.yml``), which works on a static page.
     """
 
-    def __init__(self, children, *, fallback_html: str, **kwargs):
+    def __init__(self, children, *, fallback_html: str, fallback_text: str, **kwargs):
         super().__init__(children, **kwargs)
         self.fallback_html = fallback_html
+        self.fallback_text = fallback_text
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is not None:  # None once the widget is closed
             bundle["text/html"] = self.fallback_html
         return bundle
+
+
+# --- answers kept across kernels --------------------------------------------------
+
+
+def answers_file() -> Path | None:
+    """Where submitted quiz answers are kept, so that re-running a quiz's cell
+    (after a restart, or in a reopened notebook) restores it:
+    ``TRANSFORMER_COURSE_ANSWERS``, else ``~/.transformer_course/answers.json``;
+    none when that variable is ``none`` (the tests and the book build)."""
+    chosen = os.environ.get("TRANSFORMER_COURSE_ANSWERS")
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "none", "off") else Path(chosen)
+    return Path.home() / ".transformer_course" / "answers.json"
+
+
+def _read_answers() -> dict:
+    path = answers_file()
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: start afresh (never fail a quiz)
+    return data if isinstance(data, dict) else {}
+
+
+def _save_answer(key: str, answer: str, right: bool) -> None:
+    """Add one submitted answer to the file, atomically (a reader never sees half
+    a file; a failure leaves the old one as it was)."""
+    path = answers_file()
+    if path is None:
+        return
+    data = _read_answers()
+    entry = data.get(key) if isinstance(data.get(key), dict) else {}
+    answers = entry.get("answers") if isinstance(entry.get("answers"), list) else []
+    first = entry.get("first_try_right")
+    data[key] = {
+        "answers": [*answers, answer][-20:],
+        "first_try_right": bool(right) if first is None else first,
+        "right": bool(right) or bool(entry.get("right")),
+    }
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".answers.", dir=path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(data, out, indent=1, ensure_ascii=False)
+            os.replace(temporary, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
 
 
 @dataclass
@@ -140,33 +279,91 @@ class _Quiz:
         return CHOOSE_FIRST if value is None else None
 
     def widget(self) -> QuizBox:
-        """The question, an answer control, a Submit button and the feedback."""
+        """The question, an answer control, a Submit button, the verdict, and the
+        explanation on request (as on the book's pages): open after a right
+        answer, behind a button after a wrong one. The first try is what counts
+        (:data:`TRIES`); answers are kept in :func:`answers_file`, and running
+        the cell again restores them."""
         PROGRESS.setdefault(self.key, NOT_ATTEMPTED)
         control = self._control()
         feedback = widgets.HTML("")
+        explanation = widgets.HTML(
+            html.escape(self.explanation), layout=widgets.Layout(display="none")
+        )
         submit = widgets.Button(description="Submit")
+        toggle = widgets.Button(
+            description="Show the explanation", layout=widgets.Layout(display="none")
+        )
 
-        def on_submit(_button) -> None:
+        def show_explanation(shown: bool) -> None:
+            explanation.layout.display = None if shown else "none"
+            toggle.description = (
+                "Hide the explanation" if shown else "Show the explanation"
+            )
+
+        def verdict(correct: bool, tries: int, first_right: bool) -> None:
+            text = CORRECT if correct else WRONG
+            if correct and not first_right:
+                text += ON_TRY.format(tries=tries)
+            again = "" if correct else f" {html.escape(quiz_html.TRY_AGAIN)}"
+            icon = _ICONS[PASSED if correct else "failed"]
+            feedback.value = f"{icon} <b>{html.escape(text)}</b>{again}"
+            toggle.layout.display = None
+            show_explanation(correct)
+            PROGRESS[self.key] = (
+                PASSED if correct or PROGRESS.get(self.key) == PASSED else "failed"
+            )
+            TRIES[self.key] = (tries, first_right)
+
+        def on_submit(_widget=None) -> None:
             blank = self.blank_message(control.value)
             if blank is not None:
-                feedback.value = blank
+                feedback.value = html.escape(blank)
                 return
             correct = self.grade(control.value)
-            PROGRESS[self.key] = PASSED if correct else "failed"
-            verdict = CORRECT if correct else WRONG
-            feedback.value = f"<b>{verdict}</b> {html.escape(self.explanation)}"
+            tries, first_right = TRIES.get(self.key, (0, None))
+            tries += 1
+            first_right = correct if first_right is None else first_right
+            verdict(correct, tries, first_right)
+            _save_answer(self.key, str(control.value), correct)
 
         submit.on_click(on_submit)
+        toggle.on_click(
+            lambda _b: show_explanation(explanation.layout.display == "none")
+        )
+        if isinstance(control, widgets.Text):  # Enter submits, as on the page
+            with warnings.catch_warnings():  # ipywidgets 8 calls on_submit deprecated
+                warnings.simplefilter("ignore", DeprecationWarning)
+                control.on_submit(on_submit)
+        saved = _read_answers().get(self.key)
+        if isinstance(saved, dict) and isinstance(saved.get("answers"), list):
+            answers = [a for a in saved["answers"] if isinstance(a, str)]
+            last = answers[-1] if answers else None
+            with contextlib.suppress(Exception):  # a saved answer no longer offered
+                if last is not None:
+                    control.value = last
+                    TRIES[self.key] = (len(answers) - 1, saved.get("first_try_right"))
+                    tries, first_right = TRIES[self.key]
+                    correct = self.grade(last)
+                    verdict(
+                        correct,
+                        tries + 1,
+                        correct if first_right is None else bool(first_right),
+                    )
         box = QuizBox(
             [
                 widgets.HTML(f"<b>{html.escape(self.question)}</b>"),
                 control,
                 submit,
                 feedback,
+                toggle,
+                explanation,
             ],
             fallback_html=self.html(),
+            fallback_text=f"Quiz: {self.question}",
         )
         box.control, box.submit, box.feedback = control, submit, feedback
+        box.toggle, box.explanation = toggle, explanation
         return box
 
     def _repr_mimebundle_(self, **kwargs):
@@ -280,17 +477,31 @@ class Numeric(_Quiz):
         )
 
 
+def _status(key: str) -> str:
+    """What the progress table says of an exercise or quiz."""
+    status = PROGRESS.get(key, NOT_ATTEMPTED)
+    if key in TRIES and status == PASSED:
+        tries, first_right = TRIES[key]
+        return "passed, on the first try" if first_right else f"passed, on try {tries}"
+    return status
+
+
 def progress_widget(
     keys: Sequence[str], titles: Sequence[str] | None = None
 ) -> widgets.HTML:
-    """A summary of which exercises and quizzes of this notebook pass."""
+    """A summary of which exercises and quizzes of this notebook pass (for a
+    quiz, whether on the first try)."""
     titles = list(titles) if titles is not None else list(keys)
     rows = "".join(
-        f"<tr><td>{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), '❌')}</td>"
-        f"<td>{html.escape(title)}</td><td>{PROGRESS.get(key, NOT_ATTEMPTED)}</td></tr>"
+        f"<tr><td>{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), _ICONS['failed'])}"
+        f"</td><td>{html.escape(title)}</td><td>{html.escape(_status(key))}</td></tr>"
         for key, title in zip(keys, titles, strict=True)
     )
     done = sum(PROGRESS.get(key) == PASSED for key in keys)
-    return widgets.HTML(
+    box = ProgressBox(
         f"<b>Progress: {done} of {len(keys)} passed.</b><table>{rows}</table>"
     )
+    box.fallback_text = f"Progress: {done} of {len(keys)} passed.\n" + "\n".join(
+        f"  {title}: {_status(key)}" for key, title in zip(keys, titles, strict=True)
+    )
+    return box
