@@ -190,6 +190,13 @@ def test_a_class_graded_as_the_readme_says(course):
     # saved by a browser as a second download
     fill(release, submitted / "mia" / "ch01" / f"{SOURCE.stem} (1).ipynb", {})
     (submitted / "eve" / "ch01").mkdir(parents=True)  # handed in nothing
+    # a timestamp that is not a date (nbgrader's reader stopped the whole class
+    # there) and a cell whose nbgrader id is a list (the feedback writer failed)
+    fill(release, submitted / "tim" / "ch01" / SOURCE.name, {}, "not a date")
+    tim = nbformat.read(submitted / "tim" / "ch01" / SOURCE.name, as_version=4)
+    tim.cells.append(nbformat.v4.new_code_cell("x = 1"))
+    tim.cells[-1].metadata["nbgrader"] = {"grade_id": ["a", "list"], "solution": True}
+    nbformat.write(tim, submitted / "tim" / "ch01" / SOURCE.name)
     # links to alice's work, as tar or unzip restore them (issue 20)
     alice = submitted / "alice" / "ch01"
     (submitted / "trudy" / "ch01").mkdir(parents=True)
@@ -199,7 +206,8 @@ def test_a_class_graded_as_the_readme_says(course):
 
     # the course, its id and its gradebook come from nbgrader_config.py
     run = gradebook_command(course, "ch01", "--csv", "ch01.csv")
-    assert "for 9 students in: bubblewrap sandbox" in run.stdout
+    assert "for 10 students in: bubblewrap sandbox" in run.stdout
+    assert "tim: timestamp.txt could not be read as a date" in run.stdout
     assert "graded 01_tokens (1).ipynb" in run.stdout
     assert not (course / "gradebook.db").exists()
 
@@ -212,6 +220,7 @@ def test_a_class_graded_as_the_readme_says(course):
         "syd": FULL - POINTS["merge_pair"],
         "lou": FULL,
         "mia": FULL,
+        "tim": FULL,
         "eve": 0,
         "trudy": 0,
         "oscar": 0,
@@ -249,8 +258,8 @@ def test_a_class_graded_as_the_readme_says(course):
     # the per-exercise summary: in the console and as a file
     summary = list(csv.DictReader((course / "ch01_summary.csv").open()))
     means = {r["exercise"]: float(r["mean"]) for r in summary}
-    assert means["test_double"] == pytest.approx(2 * 5 / 9, rel=1e-3)  # 5 of 9 pass
-    assert "test_double: mean 1.11/2, full marks 5/9" in run.stdout
+    assert means["test_double"] == pytest.approx(2 * 6 / 10)  # 6 of 10 pass
+    assert "test_double: mean 1.20/2, full marks 6/10" in run.stdout
     hints = {(r["exercise"], r["hint"]): int(r["count"]) for r in summary}
     assert hints["build_char_vocab", "no 01_tokens.ipynb in the submission"] == 1
 
@@ -262,6 +271,13 @@ def test_a_class_graded_as_the_readme_says(course):
     hint = max((r["hint"] for r in rows if r["student"] == "bob"), key=len)
     assert len(hint) > 140
     assert hint in " ".join(page.split())
+    # tim's timestamp is not a date, which nbgrader's feedback commands cannot
+    # take: his feedback is the text, in the feedback folder
+    assert (
+        "TOTAL"
+        in (course / "feedback" / "tim" / "ch01" / "01_tokens.grades.txt").read_text()
+    )
+    assert not (course / "feedback" / "tim" / "ch01" / "01_tokens.html").exists()
     mia = (course / "feedback" / "mia" / "ch01" / "01_tokens.html").read_text()
     assert "01_tokens (1).ipynb" in html.unescape(mia)
     assert (

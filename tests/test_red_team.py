@@ -724,3 +724,45 @@ def test_hints_never_print_what_a_submission_returned_in_full(monkeypatch):
     assert all(len(r.hint) < 1000 for r in report.results)
     assert "tensor of shape (7, 7)" in report.first_hint
     assert len(core.shown(list(range(10**5)))) <= 120
+
+
+# --- the seventh pass ------------------------------------------------------------
+
+
+@needs_bwrap
+def test_an_instructors_test_cell_runs_as_written(tmp_path):
+    """The instructor's test cell ran through IPython, whose input transformers
+    the learner's cell could change: one that empties every later cell made a
+    test pass for double() returning 0 (2/2). It is compiled as it stands now."""
+    from transformer_course.grade import InstructorTest
+
+    notebook = submission()
+    insert_after(
+        notebook,
+        "quiz-text",
+        "def double(x):\n    return 0\n"
+        "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n",
+    )
+    test = InstructorTest("test_double", "assert double(2) == 4, 'not double'\n", 2.0)
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["build_char_vocab"], tests=[test]
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["test_double"].points == 0
+    assert "not double" in graded["test_double"].hint
+    assert graded["build_char_vocab"].status == "passed"
+
+
+def test_softmax_through_logcumsumexp_is_forbidden():
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    source = (
+        "def stable_softmax(x):\n"
+        "    return (x - torch.logcumsumexp(x, -1)[..., -1:]).exp()\n"
+    )
+    exercise = chapter(2).exercises["stable_softmax"]
+    report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
+    assert report.score == 0
+    assert "Write it yourself" in report.first_hint

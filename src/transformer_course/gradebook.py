@@ -226,7 +226,9 @@ def _grade_students(settings, assignment, students, sandbox, timeout, log):
         plans = {nb.name: _plan_of(gradebook, nb) for nb in notebooks}
         for student in students:
             folder = settings.folder("submitted", student, assignment)
-            timestamp = _timestamp(settings, folder)
+            timestamp, problem = _timestamp(settings, folder)
+            if problem:
+                log(f"{printable(student, 100)}: {problem}")
             gradebook.update_or_create_student(student)
             if timestamp is not None:
                 gradebook.update_or_create_submission(
@@ -319,12 +321,22 @@ def _plan_of(gradebook, notebook) -> _Plan:
 
 
 def _timestamp(settings: CourseSettings, folder: Path):
-    """The submission's ``timestamp.txt`` as nbgrader reads it (None if absent
-    or not a plain file of its own)."""
+    """(the submission's ``timestamp.txt`` as nbgrader reads it, or None; why it
+    was not read, or ""). A file that is not a plain one of its own, or not a
+    date, counts as absent: the submission is graded as on time, and the log
+    says so (nbgrader itself stopped the whole class at such a file)."""
     path = folder / "timestamp.txt"
+    if not path.exists() and not path.is_symlink():
+        return None, ""
+    unread = "timestamp.txt could not be read as a date: graded as on time"
     if path.is_symlink() or not path.is_file() or path.stat().st_size > 1000:
-        return None
-    return settings.coursedir.get_existing_timestamp(str(folder))
+        return None, unread
+    try:
+        from nbgrader.utils import parse_utc
+
+        return parse_utc(path.read_bytes().decode("utf-8").strip()), ""
+    except Exception:  # nbgrader's own reader fails with an AttributeError here
+        return None, unread
 
 
 class _NotebookJob:
@@ -394,11 +406,15 @@ class _NotebookJob:
             result.warnings.insert(0, note)
         self._record(result, log)
         late, penalty = self._late_penalty()
-        self._write_autograded(path, result, penalty)
         text = result.table()
         if penalty:
             text += f"\nlate by {late / 3600:.1f} hours: penalty {penalty:g} points"
-        self._write_feedback_text(text + "\n")
+        if self._timestamp_unreadable():
+            # nbgrader's generate_feedback would stop the class at this folder
+            self._write_placeholder(text + "\n", notebook=False)
+        else:
+            self._write_autograded(path, result, penalty)
+            self._write_feedback_text(text + "\n")
         total = f"{result.total:g}/{result.max_total:g}"
         log(
             f"{who}: {self.name} {total}"
@@ -541,11 +557,33 @@ class _NotebookJob:
         folder = self.settings.folder("autograded", self.student, self.assignment)
         write_text_atomically(folder / f"{self.name}.grades.txt", text)
 
-    def _write_placeholder(self, text: str) -> None:
+    def _copy_collected_files(self, folder: Path) -> None:
+        """What ``nbgrader collect`` left beside the notebook and nbgrader's
+        feedback commands read: the secret, and the timestamp if it is a date
+        (generate_feedback stops at one that is not)."""
+        _copy_small_file(
+            self.folder / "submission_secret.txt", folder / "submission_secret.txt"
+        )
+        if _timestamp(self.settings, self.folder)[0] is not None:
+            _copy_small_file(self.folder / "timestamp.txt", folder / "timestamp.txt")
+
+    def _timestamp_unreadable(self) -> bool:
+        path = self.folder / "timestamp.txt"
+        exists = path.exists() or path.is_symlink()
+        return exists and _timestamp(self.settings, self.folder)[0] is None
+
+    def _write_placeholder(self, text: str, notebook: bool = True) -> None:
         """Feedback for a notebook that was not graded: the text, and a
-        one-cell notebook saying why, for ``nbgrader generate_feedback``."""
+        one-cell notebook saying why, for ``nbgrader generate_feedback``.
+        Where nbgrader's feedback commands cannot take it (not collected by
+        nbgrader, or a timestamp that is not a date), the text goes straight to
+        the feedback folder instead."""
         self._write_feedback_text(text)
-        if not (self.folder / "submission_secret.txt").is_file():
+        if (
+            not notebook
+            or not (self.folder / "submission_secret.txt").is_file()
+            or self._timestamp_unreadable()
+        ):
             # not collected by nbgrader: release_feedback could not hand a
             # notebook back (and would stop at it), so the text goes straight
             # to the feedback folder, for the instructor to send
@@ -561,8 +599,7 @@ class _NotebookJob:
         write_text_atomically(
             folder / f"{self.name}.ipynb", nbformat.writes(notebook) + "\n"
         )
-        for name in ("timestamp.txt", "submission_secret.txt"):
-            _copy_small_file(self.folder / name, folder / name)
+        self._copy_collected_files(folder)
 
     def _write_autograded(self, path: Path, result: NotebookGrade, penalty) -> None:
         """The notebook ``nbgrader generate_feedback`` turns into HTML: the cells
@@ -576,6 +613,8 @@ class _NotebookJob:
             meta = cell.get("metadata", {}).get("nbgrader", {})
             grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
             cell["metadata"] = {}
+            if not isinstance(grade_id, str):
+                continue  # a list, a dict: metadata of the submission's own making
             if grade_id not in self.plan.cells or grade_id in seen:
                 continue
             seen.add(grade_id)
@@ -610,8 +649,7 @@ class _NotebookJob:
         write_text_atomically(
             folder / f"{self.name}.ipynb", nbformat.writes(notebook) + "\n"
         )
-        for name in ("timestamp.txt", "submission_secret.txt"):
-            _copy_small_file(self.folder / name, folder / name)
+        self._copy_collected_files(folder)
 
 
 def _copy_small_file(source: Path, target: Path) -> None:
