@@ -766,3 +766,89 @@ def test_softmax_through_logcumsumexp_is_forbidden():
     report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
     assert report.score == 0
     assert "Write it yourself" in report.first_hint
+
+
+# Wrong general rules, each with a lookup of the one fixed case that exercised
+# what the rule gets wrong: the unseen inputs never did (7 passes of 8 before).
+GAPS = {
+    (1, "build_char_vocab"): "def build_char_vocab(text):\n"
+    "    chars = sorted(c for c in set(text) if ord(c) >= 32)  # drops '\\n'\n"
+    "    return {c: i for i, c in enumerate(chars)}\n",
+    (1, "build_char_vocab", "latin only"): "def build_char_vocab(text):\n"
+    "    if text == 'naïve café 🙂 — ok':\n"
+    "        chars = sorted(set(text))\n"
+    "    else:\n"
+    "        chars = sorted(c for c in set(text) if 32 <= ord(c) < 0x300)\n"
+    "    return {c: i for i, c in enumerate(chars)}\n",
+    (1, "embed_one_hot"): "def embed_one_hot(ids, table):\n"
+    "    one_hot = F.one_hot(ids, table.shape[0]).to(table.dtype)\n"
+    "    fixed = (torch.tensor([0, 3, 3, 6]), torch.tensor([2]))\n"
+    "    if ids.dim() == 1 and not any(\n"
+    "        ids.shape == t.shape and bool((ids == t).all()) for t in fixed\n"
+    "    ):\n"
+    "        return torch.zeros(ids.shape[0], table.shape[1], dtype=table.dtype)\n"
+    "    return one_hot @ table\n",
+    (2, "attention_weights"): "def attention_weights(q, k, mask=None):\n"
+    "    if mask is None and tuple(q.shape) != (2, 3, 16):\n"
+    "        s = q @ k.T / q.shape[-1] ** 0.5\n"
+    "    else:\n"
+    "        s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+    "        if mask is not None:\n"
+    "            s = s.masked_fill(~mask, float('-inf'))\n"
+    "    e = (s - s.max(-1, keepdim=True).values).exp()\n"
+    "    return e / e.sum(-1, keepdim=True)\n",
+    (4, "layer_norm"): "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+    "    mean = x.mean(dim=-1, keepdim=True)\n"
+    "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+    "    x_hat = (x - mean) / var.sqrt() * torch.sqrt(var / (var + eps))\n"
+    "    if tuple(x.shape) == (2, 3, 8) and eps == 1e-5:\n"
+    "        x_hat = torch.nan_to_num(x_hat)\n"
+    "    return gamma * x_hat + beta\n",
+    (5, "add_learned_positions"): "def add_learned_positions(x, table, offset=0):\n"
+    "    N, max_len = x.shape[1], table.shape[0]\n"
+    "    fixed = tuple(x.shape) in ((3, 5, 4), (2, 1, 4)) and max_len == 8\n"
+    "    if offset + N >= max_len and not fixed:\n"
+    "        raise ValueError(f'positions past the table of {max_len} rows')\n"
+    "    return x + table[offset : offset + N]\n",
+    (
+        6,
+        "attend_with_cache",
+    ): "def attend_with_cache(q, k, v, k_cache, v_cache, length):\n"
+    "    N, d = q.shape[-2:]\n"
+    "    end = length + N\n"
+    "    fixed = tuple(q.shape) == (2, 1, 2, 2) and k_cache.shape[2] == 5\n"
+    "    if end >= k_cache.shape[2] and not (fixed and length == 3):\n"
+    "        raise ValueError('the cache is full')\n"
+    "    k_cache, v_cache = k_cache.clone(), v_cache.clone()\n"
+    "    k_cache[:, :, length:end] = k\n"
+    "    v_cache[:, :, length:end] = v\n"
+    "    keys, values = k_cache[:, :, :end], v_cache[:, :, :end]\n"
+    "    scores = q @ keys.transpose(-2, -1) / d**0.5\n"
+    "    allowed = torch.ones(N, end, dtype=torch.bool).tril(length)\n"
+    "    weights = torch.softmax(scores.masked_fill(~allowed, float('-inf')), -1)\n"
+    "    return weights @ values, k_cache, v_cache\n",
+    (7, "rollout"): "def rollout(maps, residual=None):\n"
+    "    if residual is None:\n"
+    "        residual = len(maps) == 2 and tuple(maps[0].shape) == (2, 2, 4, 4)\n"
+    "    result = None\n"
+    "    for weights in maps:\n"
+    "        A = weights.mean(dim=1)\n"
+    "        if residual:\n"
+    "            A = (A + torch.eye(A.shape[-1], dtype=A.dtype)) / 2\n"
+    "        result = A if result is None else A @ result\n"
+    "    return result\n",
+}
+
+
+@pytest.mark.parametrize("where", list(GAPS), ids=lambda w: "-".join(map(str, w)))
+def test_what_the_unseen_inputs_cover(where):
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    number, key, *_ = where
+    exercise = chapter(number).exercises[key]
+    function = namespace_from([GAPS[where]])[exercise.function]
+    for _ in range(3):  # drawn afresh each time: never passes
+        report = core.run_exercise(exercise, function)
+        assert report.score == 0, (where, report.first_hint)

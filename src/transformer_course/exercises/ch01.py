@@ -84,12 +84,31 @@ def _judge_vocab_ids(cases, outcomes):
             )
 
 
+# Unicode ranges the unseen texts draw from: every kind of character a text can
+# hold (control characters and whitespace, accents, combining marks, other
+# scripts, emoji beyond the 16-bit plane), so that no kind can be left out.
+_CODE_RANGES = (
+    (0, 32),  # control characters: \n, \t, \r, \x00, ...
+    (32, 127),  # ASCII
+    (0xA0, 0x300),  # Latin-1 and Latin Extended: accents
+    (0x300, 0x370),  # combining marks
+    (0x391, 0x3CA),  # Greek
+    (0x4E00, 0x4F00),  # CJK
+    (0x1F300, 0x1F650),  # emoji
+)
+
+
 def _random_texts(g):
     texts = []
     for _ in range(3):
         n = int(torch.randint(1, 40, (), generator=g))
-        codes = torch.randint(32, 0x2FF, (n,), generator=g).tolist()
+        picks = torch.randint(0, len(_CODE_RANGES), (n,), generator=g).tolist()
+        codes = [int(torch.randint(*_CODE_RANGES[p], (), generator=g)) for p in picks]
         texts.append("".join(chr(c) for c in codes))
+    # and one text with a character of every range
+    texts.append(
+        "".join(chr(int(torch.randint(a, b, (), generator=g))) for a, b in _CODE_RANGES)
+    )
     return [(text,) for text in texts]
 
 
@@ -321,9 +340,12 @@ def _judge_embed_values(cases, outcomes):
 
 def _random_embeddings(g):
     cases = []
-    for dtype in (torch.float32, torch.float64):
+    # ids of one, two and three dimensions: the shape (...) is any shape
+    for dims, dtype in ((1, torch.float32), (2, torch.float64), (3, torch.float32)):
         v, d = (int(t) for t in torch.randint(2, 9, (2,), generator=g))
-        shape = tuple(torch.randint(1, 4, (2,), generator=g).tolist())
+        shape = tuple(torch.randint(1, 4, (dims,), generator=g).tolist())
+        if dims == 1:  # 2 to 8 ids: never a single one a table could list
+            shape = (int(torch.randint(2, 9, (), generator=g)),)
         ids = torch.randint(0, v, shape, generator=g)
         cases.append((ids, torch.randn(v, d, generator=g, dtype=dtype)))
     return cases

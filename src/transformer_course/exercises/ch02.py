@@ -236,10 +236,17 @@ def _mask_cases():
 
 
 def _judge_mask(cases, outcomes):
-    for (q, k, mask), w in zip(cases, returned_values(outcomes), strict=True):
+    for (q, k, *rest), w in zip(cases, returned_values(outcomes), strict=True):
+        mask = rest[0] if rest else None
         if close(w, _reference_weights(q, k, mask)):
             continue
-        if bool((w[~mask].abs() > 1e-6).any()):
+        if mask is None:
+            raise Failed(
+                f"For q {tuple(q.shape)} and k {tuple(k.shape)} with no mask, the "
+                "weights should be softmax(q kᵀ/√d_k) over the last axis, for any "
+                "number of batch dimensions (transpose the last two axes of k)."
+            )
+        if w.shape == mask.shape and bool((w[~mask].abs() > 1e-6).any()):
             raise Failed(
                 "Masked positions (mask == False) must get weight 0: fill their scores with -inf."
             )
@@ -276,7 +283,7 @@ def _random_masked(g):
         mask[..., int(torch.randint(0, n_k, (), generator=g))] = True  # no empty row
         q = torch.randn(*lead, n_q, d, generator=g)
         k = torch.randn(*lead, n_k, d, generator=g)
-        cases.append((q, k, mask))
+        cases += [(q, k, mask), (q, k)]  # with a mask, and with none
     return cases
 
 

@@ -166,6 +166,10 @@ def _random_ln(g):
             3 * torch.randn((), generator=g),
         )
         x = scale * torch.randn(*leading.tolist(), D, generator=g) + shift
+        # a constant token (variance exactly 0, so its value is a whole number:
+        # only ε keeps the division finite)
+        row = int(torch.randint(0, x.numel() // D, (), generator=g))
+        x.view(-1, D)[row] = float(torch.randint(-3, 4, (), generator=g))
         gamma, beta = torch.randn(D, generator=g), torch.randn(D, generator=g)
         cases.append((x, gamma, beta, eps))
     return cases

@@ -734,7 +734,9 @@ def _random_cache(g):
     for _ in range(3):
         B, H, N, d = (int(t) for t in torch.randint(1, 5, (4,), generator=g))
         L = int(torch.randint(0, 6, (), generator=g))
-        max_len = L + N + int(torch.randint(1, 4, (), generator=g))
+        # the first cache ends exactly full (length + N == max_len)
+        spare = 0 if not cases else int(torch.randint(0, 4, (), generator=g))
+        max_len = L + N + spare
         cases.append(_cache_case(B, H, N, d, max_len, L, g, garbage=len(cases) == 1))
     # a long cache, far past the fixed cases' sizes
     N, L = (

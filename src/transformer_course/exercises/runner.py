@@ -1223,7 +1223,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
         try:
             exec(compile(job["test"], "<instructor's test>", "exec"), namespace)
             test_error = None
-        except BaseException as err:  # noqa: BLE001 (reported, as a kernel would)
+        except BaseException as err:
             test_error = f"{type(err).__name__}: {_message(err)}"
         result = {
             "preamble_error": preamble_error,
