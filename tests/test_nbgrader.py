@@ -395,3 +395,22 @@ def test_course_settings_follow_nbgrader_config(tmp_path, monkeypatch):
     assert overridden.root == tmp_path / "other"
     assert overridden.db_url == "sqlite:////tmp/x.db"
     shutil.rmtree(tmp_path / "root", ignore_errors=True)
+
+
+def test_the_container_recipe_matches_the_readme_and_ci():
+    """No container engine runs where the tests run (CI has none, and no image
+    registry): what can be checked is that the recipe installs what CI installs
+    for the grader, the way make does, and that the README gives its commands."""
+    root = Path(__file__).parents[1]
+    recipe = (root / "exercises" / "grader.Dockerfile").read_text()
+    readme = " ".join((root / "README.md").read_text().split())
+    assert "bubblewrap" in (root / ".ci" / "run").read_text()
+    assert "apt-get install -y --no-install-recommends bubblewrap util-linux" in recipe
+    assert "pip install --no-cache-dir -r requirements.txt" in recipe
+    assert "COPY src ./src" in recipe
+    for command in (
+        "docker build -f exercises/grader.Dockerfile -t tc-grader .",
+        "tc-grader python -m transformer_course.gradebook ch01 --csv ch01.csv",
+    ):
+        assert command in readme, command
+        assert command in " ".join(recipe.replace("#", " ").replace("\\", " ").split())

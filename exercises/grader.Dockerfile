@@ -1,0 +1,25 @@
+# The course grader in a Linux container, for instructors whose machine has no
+# bubblewrap (macOS, Windows). Build it from the repository's root:
+#   docker build -f exercises/grader.Dockerfile -t tc-grader .
+# and grade a class in your course folder (see the README, "For instructors"):
+#   docker run --rm --security-opt seccomp=unconfined \
+#     --security-opt apparmor=unconfined -v "$PWD/course:/course" -w /course \
+#     tc-grader python -m transformer_course.gradebook ch01 --csv ch01.csv
+# bubblewrap makes new namespaces inside the container, which Docker's default
+# seccomp and AppArmor profiles refuse; the grader runs as root there and gives
+# each submission an unprivileged user of its own (setpriv, from util-linux).
+FROM python:3.11-slim-bookworm
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap util-linux \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/transformer-course
+COPY requirements.txt pyproject.toml README.md ./
+COPY src ./src
+# what `make` installs: requirements.txt (torch pinned, and this package)
+RUN pip install --no-cache-dir -r requirements.txt
+
+# nbgrader calls its tools (alembic) by name: they are on PATH in this image
+WORKDIR /course
+CMD ["python", "-m", "transformer_course.gradebook", "--help"]
