@@ -157,12 +157,6 @@ def _quiet():
         warnings.filterwarnings("ignore", module="nbgrader")
         warnings.filterwarnings("ignore", message=".*SQLAlchemy.*")
         warnings.filterwarnings("ignore", message=".*relationship.*")
-        try:
-            from sqlalchemy.exc import SAWarning
-
-            warnings.simplefilter("ignore", SAWarning)
-        except ImportError:  # pragma: no cover
-            pass
         yield
 
 
