@@ -170,6 +170,8 @@ def course(tmp_path, monkeypatch):
         "--last-name=Liddell",
         "--email=alice@example.org",
     )
+    # enrolled, and never hands anything in: no folder at all
+    nbgrader(course, "db", "student", "add", "zoe")
     nbgrader(course, "generate_assignment", "ch01", "--force")
     return course
 
@@ -206,7 +208,9 @@ def test_a_class_graded_as_the_readme_says(course):
 
     # the course, its id and its gradebook come from nbgrader_config.py
     run = gradebook_command(course, "ch01", "--csv", "ch01.csv")
-    assert "for 10 students in: bubblewrap sandbox" in run.stdout
+    assert "for 11 students in: bubblewrap sandbox" in run.stdout
+    assert f"lou: 01_tokens {FULL}/{FULL}, late penalty {FULL}: 0/{FULL}" in run.stdout
+    assert "zoe: 01_tokens.ipynb is missing" in run.stdout
     assert "tim: timestamp.txt could not be read as a date" in run.stdout
     assert "graded 01_tokens (1).ipynb" in run.stdout
     assert not (course / "gradebook.db").exists()
@@ -222,6 +226,7 @@ def test_a_class_graded_as_the_readme_says(course):
         "mia": FULL,
         "tim": FULL,
         "eve": 0,
+        "zoe": 0,
         "trudy": 0,
         "oscar": 0,
     }
@@ -258,10 +263,10 @@ def test_a_class_graded_as_the_readme_says(course):
     # the per-exercise summary: in the console and as a file
     summary = list(csv.DictReader((course / "ch01_summary.csv").open()))
     means = {r["exercise"]: float(r["mean"]) for r in summary}
-    assert means["test_double"] == pytest.approx(2 * 6 / 10)  # 6 of 10 pass
-    assert "test_double: mean 1.20/2, full marks 6/10" in run.stdout
+    assert means["test_double"] == pytest.approx(2 * 6 / 11, abs=1e-3)  # 6 of 11
+    assert "test_double: mean 1.09/2, full marks 6/11" in run.stdout
     hints = {(r["exercise"], r["hint"]): int(r["count"]) for r in summary}
-    assert hints["build_char_vocab", "no 01_tokens.ipynb in the submission"] == 1
+    assert hints["build_char_vocab", "no 01_tokens.ipynb in the submission"] == 2
 
     # feedback through nbgrader: an HTML per notebook, every hint whole
     nbgrader(course, "generate_feedback", "ch01")
@@ -322,6 +327,26 @@ def test_a_class_graded_as_the_readme_says(course):
     assert [r.split(",")[0] for r in after] == [r.split(",")[0] for r in before]
     with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
         assert gradebook.find_submission("ch01", "bob").score == FULL
+
+    # a typo in --student is refused: it would add a student to the gradebook
+    typo = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_course.gradebook",
+            "ch01",
+            "--student",
+            "bbo",
+        ],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert typo.returncode == 2
+    assert "no student 'bbo'" in typo.stderr
+    with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
+        assert "bbo" not in {s.id for s in gradebook.students}
 
     # alice's notebook goes astray: her earlier score stands, and the log says so
     (alice / SOURCE.name).rename(course / "astray.ipynb")
@@ -386,11 +411,18 @@ def test_course_settings_follow_nbgrader_config(tmp_path, monkeypatch):
         "c.CourseDirectory.course_id = 'tc101'\n"
         "c.CourseDirectory.db_url = 'sqlite:////srv/elsewhere.db'\n"
     )
+    (tmp_path / "root").mkdir()
     monkeypatch.chdir(tmp_path)
     settings = course_settings()
     assert settings.root == tmp_path / "root"
     assert settings.course_id == "tc101"
     assert settings.db_url == "sqlite:////srv/elsewhere.db"
+    # --course from another folder reads that course's nbgrader_config.py (it
+    # raised a TypeError from nbgrader's loader)
+    monkeypatch.chdir(tmp_path / "root")
+    elsewhere = course_settings(tmp_path)
+    assert elsewhere.course_id == "tc101"
+    assert elsewhere.root == tmp_path
     overridden = course_settings(tmp_path / "other", "sqlite:////tmp/x.db")
     assert overridden.root == tmp_path / "other"
     assert overridden.db_url == "sqlite:////tmp/x.db"

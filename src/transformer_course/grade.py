@@ -822,6 +822,7 @@ def main(argv: list[str] | None = None) -> int:
             points=points,
             tests=tests,
         )
+
     except SandboxUnavailable as err:
         print(f"refusing to grade {args.notebook}: {err}", file=sys.stderr)
         return 3
@@ -835,6 +836,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     print(result.table())
+    print(
+        f"points and test cells: from {args.source}"
+        if args.source
+        else "points: the course's (--source SOURCE.ipynb gives your points and "
+        "grades your own test cells)"
+    )
     if args.json:
         write_json_atomically(args.json, result.as_dict())
     return 0

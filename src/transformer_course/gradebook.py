@@ -128,12 +128,16 @@ def course_settings(
     from nbgrader.coursedir import CourseDirectory
 
     with _quiet():
-        app = NbGrader()
+        app = NbGrader(log_level="ERROR")  # "no nbgrader_config.py": said below
         app.initialize([])
         if course is not None and Path(course).resolve() != Path.cwd().resolve():
-            for name in ("nbgrader_config.py", "nbgrader_config.json"):
-                if (Path(course) / name).is_file():
-                    app.load_config_file(name, path=[str(Path(course).resolve())])
+            from traitlets.config.loader import PyFileConfigLoader
+
+            if (Path(course) / "nbgrader_config.py").is_file():
+                loader = PyFileConfigLoader(
+                    "nbgrader_config.py", path=str(Path(course).resolve())
+                )
+                app.update_config(loader.load_config())
         if course is not None:
             app.config.CourseDirectory.root = str(Path(course).resolve())
         if db_url:
@@ -181,27 +185,9 @@ def grade_class(
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-    submitted = settings.root / settings.coursedir.submitted_directory
-    if students is None:
-        students = sorted(
-            p.name
-            for p in submitted.glob("*")
-            if settings.folder("submitted", p.name, assignment).is_dir()
-        )
-    if not students:
-        raise ValueError(
-            f"no submissions: expected folders "
-            f"{settings.folder('submitted', '<student>', assignment)}/"
-        )
     sandbox = Sandbox(unsafe=unsafe)
-    log(
-        f"grading {assignment} for {plural(len(students), 'student')} "
-        f"in: {sandbox.description}"
-    )
-    rows: list[ClassRow] = []
     with _quiet():
-        rows = _grade_students(settings, assignment, students, sandbox, timeout, log)
-    return rows
+        return _grade_students(settings, assignment, students, sandbox, timeout, log)
 
 
 def _grade_students(settings, assignment, students, sandbox, timeout, log):
@@ -217,6 +203,31 @@ def _grade_students(settings, assignment, students, sandbox, timeout, log):
                 f"{settings.db_url}: run `nbgrader generate_assignment {assignment}` "
                 "first"
             ) from None
+        submitted = settings.root / settings.coursedir.submitted_directory
+        handed_in = {
+            p.name
+            for p in submitted.glob("*")
+            if settings.folder("submitted", p.name, assignment).is_dir()
+        }
+        enrolled = {student.id for student in gradebook.students}
+        if students is None:  # the class: who handed in, and who is enrolled
+            students = sorted(handed_in | enrolled)
+        unknown = [s for s in students if s not in handed_in | enrolled]
+        if unknown:  # a typo would add a student to the gradebook, and the export
+            raise ValueError(
+                f"no student {', '.join(map(repr, unknown))}: no folder "
+                f"{settings.folder('submitted', unknown[0], assignment)} and not in "
+                "the gradebook (add one with `nbgrader db student add`)"
+            )
+        if not students:
+            raise ValueError(
+                f"no submissions: expected folders "
+                f"{settings.folder('submitted', '<student>', assignment)}/"
+            )
+        log(
+            f"grading {assignment} for {plural(len(students), 'student')} "
+            f"in: {sandbox.description}"
+        )
         plans = {nb.name: _plan_of(gradebook, nb) for nb in notebooks}
         for student in students:
             folder = settings.folder("submitted", student, assignment)
@@ -396,13 +407,18 @@ class _NotebookJob:
             hint = f"{path.name} could not be read: {why}"
             self._write_placeholder(f"{path.name}: 0 points\n{hint}\n")
             return self.zero_rows("unreadable", hint)
+        result.chapter_reason = f"the assignment's notebook {self.name}"
         if note:
             result.warnings.insert(0, note)
         self._record(result, log)
         late, penalty = self._late_penalty()
         text = result.table()
+        after = f"{result.total - penalty:g}/{result.max_total:g}"
         if penalty:
-            text += f"\nlate by {late / 3600:.1f} hours: penalty {penalty:g} points"
+            text += (
+                f"\nlate by {late / 3600:.1f} hours: a penalty of {penalty:g} points, "
+                f"so {after}"
+            )
         if self._timestamp_unreadable():
             # nbgrader's generate_feedback would stop the class at this folder
             self._write_placeholder(text + "\n", notebook=False)
@@ -412,7 +428,7 @@ class _NotebookJob:
         total = f"{result.total:g}/{result.max_total:g}"
         log(
             f"{who}: {self.name} {total}"
-            + (f", late penalty {penalty:g}" if penalty else "")
+            + (f", late penalty {penalty:g}: {after}" if penalty else "")
         )
         return [self._row(e, result.chapter, late, penalty) for e in result.exercises]
 
