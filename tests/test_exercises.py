@@ -629,3 +629,18 @@ def test_hints_are_plain_text():
                     number,
                     node.value,
                 )
+
+
+def test_a_count_must_be_exact():
+    """38,597,376.5 parameters was "Correct.": a count (an int answer) has no
+    tolerance, in the notebook and on the page alike."""
+    box = chapter(1).quiz("quiz_embedding_size")
+    box.control.value = "38597376.5"
+    box.submit.click()
+    assert "Not quite" in box.feedback.value
+    quiz = QUIZZES["quiz_embedding_size"]
+    assert quiz.tolerance == 0
+    from transformer_course.exercises.quiz_html import decode_payload
+
+    key = quiz.html().split('data-key="')[1].split('"')[0]
+    assert decode_payload(quiz.key, key)["rel_tol"] == 0

@@ -95,7 +95,7 @@ def test_a_numeric_quiz_starts_blank_and_carries_its_tolerance(quiz):
     ]
     payload = payload_of(page, quiz.key)
     assert payload["answer"] == quiz.answer
-    assert payload["rel_tol"] == quiz.rel_tol
+    assert payload["rel_tol"] == quiz.tolerance  # 0 for a count: exact
     assert payload["blank"] == quiz.blank_message("")
     assert payload["invalid"].format(value="'x'") == quiz.blank_message("x")
 

@@ -292,7 +292,8 @@ class _Quiz:
         )
         submit = widgets.Button(description="Submit")
         toggle = widgets.Button(
-            description="Show the explanation", layout=widgets.Layout(display="none")
+            description="Show the explanation",
+            layout=widgets.Layout(display="none", width="auto"),
         )
 
         def show_explanation(shown: bool) -> None:
@@ -462,10 +463,16 @@ class Numeric(_Quiz):
             return NOT_A_NUMBER.format(value=repr(value))
         return None
 
+    @property
+    def tolerance(self) -> float:
+        """The relative tolerance: none for a count (an int answer), which must
+        be exact (38,597,376.5 parameters is not an answer)."""
+        return 0.0 if isinstance(self.answer, int) else self.rel_tol
+
     def grade(self, answer: object) -> bool:
         number = parse_number(answer)
         return number is not None and math.isclose(
-            number, self.answer, rel_tol=self.rel_tol, abs_tol=1e-12
+            number, self.answer, rel_tol=self.tolerance, abs_tol=1e-12
         )
 
     def _control(self) -> widgets.Widget:
@@ -473,7 +480,7 @@ class Numeric(_Quiz):
 
     def html(self) -> str:
         return quiz_html.number_quiz_html(
-            self.key, self.question, float(self.answer), self.rel_tol, self.explanation
+            self.key, self.question, float(self.answer), self.tolerance, self.explanation
         )
 
 
