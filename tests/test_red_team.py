@@ -852,3 +852,50 @@ def test_what_the_unseen_inputs_cover(where):
     for _ in range(3):  # drawn afresh each time: never passes
         report = core.run_exercise(exercise, function)
         assert report.score == 0, (where, report.first_hint)
+
+
+# --- the eighth pass ------------------------------------------------------------
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "rebinding",
+    [
+        "import builtins\n_exec = builtins.exec\n"
+        "builtins.exec = lambda code, *a: None if 'instructor' in str(code) "
+        "else _exec(code, *a)\n",
+        "import builtins\n_compile = builtins.compile\n"
+        "builtins.compile = lambda src, name, *a, **k: _compile("
+        "'pass' if 'instructor' in name else src, name, *a, **k)\n",
+    ],
+)
+def test_rebinding_exec_or_compile_does_not_pass_an_instructors_test(
+    tmp_path, rebinding
+):
+    from transformer_course.grade import InstructorTest
+
+    notebook = submission()
+    insert_after(notebook, "quiz-text", "def double(x):\n    return 0\n" + rebinding)
+    test = InstructorTest("test_double", "assert double(2) == 4, 'not double'\n", 2.0)
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["merge_pair"], tests=[test]
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["test_double"].points == 0, graded["test_double"]
+
+
+def test_softmax_through_logaddexp_is_forbidden():
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    source = (
+        "import functools\n"
+        "def stable_softmax(x):\n"
+        "    return (x - functools.reduce(torch.logaddexp, x.unbind(-1))"
+        ".unsqueeze(-1)).exp()\n"
+    )
+    exercise = chapter(2).exercises["stable_softmax"]
+    report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
+    assert report.score == 0
+    assert "Write it yourself" in report.first_hint

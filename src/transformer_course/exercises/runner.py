@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import builtins
 import contextlib
 import copy
 import functools
@@ -86,6 +87,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "_masked_softmax",
                 "logsumexp",
                 "logcumsumexp",
+                "logaddexp",
                 *_TO_NUMPY,
             }
         ),
@@ -94,6 +96,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "logsumexp",
                 "logcumsumexp",
                 "_logcumsumexp",
+                "logaddexp",
                 "_softmax",
                 "_log_softmax",
                 "_safe_softmax",
@@ -1172,6 +1175,9 @@ def last_line(path: Path) -> str:
 
 
 HIDDEN_WHILE_GRADING = "the course package is hidden while grading"
+# Python's own, taken before any learner's cell runs (a cell can rebind the
+# builtins: one that made exec skip the instructor's test passed it)
+_EXEC, _COMPILE = builtins.exec, builtins.compile
 RESULT_FILE = "result.bin"  # a job's result, in the format of encode_result
 
 
@@ -1221,7 +1227,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
         # compiled as it stands: not through IPython, whose input transformers
         # the learner's cells can change (one that empties later cells passed it)
         try:
-            exec(compile(job["test"], "<instructor's test>", "exec"), namespace)
+            _EXEC(_COMPILE(job["test"], "<instructor's test>", "exec"), namespace)
             test_error = None
         except BaseException as err:
             test_error = f"{type(err).__name__}: {_message(err)}"
