@@ -840,6 +840,43 @@ GAPS = {
 }
 
 
+# The eighth pass's gaps: 2-D logits, 2-D x, patches of 4+ pixels, top_k == V,
+# and defaults left out.
+GAPS.update(
+    {
+        (
+            2,
+            "stable_softmax",
+            "2-D",
+        ): 'import torch\ndef _fixed():\n    def sr(*shape, seed=0):\n        return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))\n    x = sr(4, 5, seed=2)\n    return [sr(3, 5), torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[1000.0, 999.0, 0.0]]),\n            torch.tensor([[-1000.0, -1001.0]]), torch.tensor([[89.0, 90.0]]),\n            torch.tensor([[1000.0, 999.0], [-1000.0, -1001.0]]), torch.tensor([[0.0, 1000.0]]),\n            torch.tensor([[-1000.0, 0.0, 1000.0], [5.0, 700.0, -3.0]]), x, x + 50.0]\ndef stable_softmax(x):\n    """x (..., N) -> (..., N), each row along the last dimension sums to 1."""\n    known = x.dim() != 2 or any(x.shape == t.shape and bool((x == t).all()) for t in _fixed())\n    if known:\n        e = (x - x.max(-1, keepdim=True).values).exp()\n        return e / e.sum(-1, keepdim=True)\n    # wrong rule for every fresh 2-D input: normalise over columns, whole-tensor max\n    e = (x - x.max()).exp()\n    return e / e.sum(0, keepdim=True)\n',
+        (
+            4,
+            "mlp_forward",
+            "2-D",
+        ): "import torch\ndef mlp_forward(x, W1, b1, W2, b2):\n    fixed = torch.randn(3, 4, generator=torch.Generator().manual_seed(20))\n    if x.dim() == 2 and not (x.shape == fixed.shape and bool((x == fixed).all())):\n        # wrong rule for every fresh (N, D) input: biases forgotten\n        return torch.relu(x @ W1.T) @ W2.T\n    return torch.relu(x @ W1.T + b1) @ W2.T + b2\n",
+        (
+            1,
+            "patchify",
+            "p >= 4",
+        ): 'import torch\ndef patchify(images, p):\n    B, C, H, W = images.shape\n    if H % p or W % p:\n        raise ValueError(f"image {H}x{W} is not divisible by patch size {p}")\n    x = images.reshape(B, C, H // p, p, W // p, p)\n    fixed = torch.randn(3, 1, 8, 8, generator=torch.Generator().manual_seed(2))\n    if p >= 4 and not (images.shape == fixed.shape and bool((images == fixed).all())):\n        # wrong rule for every fresh p >= 4: patches numbered column by column\n        return x.permute(0, 4, 2, 1, 3, 5).reshape(B, -1, C * p * p)\n    return x.permute(0, 2, 4, 1, 3, 5).reshape(B, -1, C * p * p)\n',
+        (
+            6,
+            "next_token_probs",
+            "k == V",
+        ): 'import torch\ndef next_token_probs(logits, temperature, top_k=None):\n    """logits (B, V) -> probabilities (B, V): each row sums to 1."""\n    z = logits / temperature\n    if top_k is not None:\n        fixed = torch.randn(2, 6, generator=torch.Generator().manual_seed(32))\n        if top_k >= logits.shape[-1] and logits.shape == fixed.shape and bool((logits == fixed).all()):\n            pass  # the one fixed case with k = V: looked up\n        else:\n            # keep the logits above the (k+1)-th largest: IndexError when k == V\n            nxt = z.sort(dim=-1, descending=True).values[:, top_k : top_k + 1]\n            if nxt.shape[-1] == 0:\n                raise IndexError("k + 1 > V")\n            z = z.masked_fill(z <= nxt, float("-inf"))\n    e = (z - z.max(-1, keepdim=True).values).exp()\n    return e / e.sum(-1, keepdim=True)\n',
+        (4, "layer_norm", "default eps"): "def layer_norm(x, gamma, beta, eps=0.5):\n"
+        "    mean = x.mean(-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(-1, keepdim=True)\n"
+        "    return gamma * (x - mean) / torch.sqrt(var + eps) + beta\n",
+        (4, "block_parameter_count", "default bias"): "def block_parameter_count("
+        "d_model, n_heads, d_mlp, bias=False):\n"
+        "    D, m = d_model, d_mlp\n"
+        "    weights = 4 * D * D + 2 * D * m\n"
+        "    return weights + (4 * D + m + D + 4 * D if bias else 2 * D)\n",
+    }
+)
+
+
 @pytest.mark.parametrize("where", list(GAPS), ids=lambda w: "-".join(map(str, w)))
 def test_what_the_unseen_inputs_cover(where):
     from exercise_helpers import namespace_from

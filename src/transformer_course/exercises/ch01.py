@@ -463,8 +463,11 @@ def _judge_patch_error(cases, outcomes):
 
 def _random_images(g):
     cases = []
-    for p in (1, 2, 3):
+    # small patches, and one of 4 to 7 pixels
+    for p in (1, 2, 3, int(torch.randint(4, 8, (), generator=g))):
         b, c, rows, cols = (int(t) for t in torch.randint(1, 4, (4,), generator=g))
+        if p > 3:  # two rows and two columns of patches at least: an order shows
+            rows, cols = rows + 1, cols + 1
         cases.append((torch.randn(b, c, rows * p, cols * p, generator=g), p))
     return cases
 

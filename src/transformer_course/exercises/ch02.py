@@ -151,8 +151,10 @@ def _judge_softmax_shift(cases, outcomes):
 
 def _random_logits(g):
     cases = []
-    for scale in (1.0, 30.0, 1000.0):
-        shape = tuple(torch.randint(1, 6, (3,), generator=g).tolist())
+    # one, two and three dimensions, on three scales (in a drawn order)
+    dims = torch.randperm(3, generator=g).add(1).tolist()
+    for scale, d in zip((1.0, 30.0, 1000.0), dims, strict=True):
+        shape = tuple(torch.randint(2, 6, (d,), generator=g).tolist())
         cases.append((scale * torch.randn(*shape, generator=g),))
     return cases
 
@@ -246,7 +248,7 @@ def _judge_mask(cases, outcomes):
                 "weights should be softmax(q kᵀ/√d_k) over the last axis, for any "
                 "number of batch dimensions (transpose the last two axes of k)."
             )
-        if w.shape == mask.shape and bool((w[~mask].abs() > 1e-6).any()):
+        if bool((w[..., ~mask].abs() > 1e-6).any()):
             raise Failed(
                 "Masked positions (mask == False) must get weight 0: fill their scores with -inf."
             )
@@ -276,14 +278,15 @@ def _judge_permutation(cases, outcomes):
 
 def _random_masked(g):
     cases = []
-    # unbatched, one batch dimension and two: every shape (..., N, d) must work
+    # unbatched, one batch dimension and two: every shape (..., N, d) must work,
+    # with one (N_q, N_k) mask for every sequence (as the docstring says), and none
     for lead in ((), (int(torch.randint(1, 4, (), generator=g)),), (2, 2)):
         n_q, n_k, d = (int(t) for t in torch.randint(1, 7, (3,), generator=g))
-        mask = torch.rand(*lead, n_q, n_k, generator=g) > 0.4
-        mask[..., int(torch.randint(0, n_k, (), generator=g))] = True  # no empty row
+        mask = torch.rand(n_q, n_k, generator=g) > 0.4
+        mask[:, int(torch.randint(0, n_k, (), generator=g))] = True  # no empty row
         q = torch.randn(*lead, n_q, d, generator=g)
         k = torch.randn(*lead, n_k, d, generator=g)
-        cases += [(q, k, mask), (q, k)]  # with a mask, and with none
+        cases += [(q, k, mask), (q, k)]
     return cases
 
 

@@ -64,6 +64,7 @@ def _ln_cases():
 
 
 def _judge_ln(cases, outcomes):
+    cases = [(*case, 1e-5) if len(case) == 3 else case for case in cases]  # default
     for (x, gamma, beta, eps), got in each_value(cases, outcomes):
         want = _layer_norm(x, gamma, beta, eps)
         if close(got, want):
@@ -172,6 +173,10 @@ def _random_ln(g):
         x.view(-1, D)[row] = float(torch.randint(-3, 4, (), generator=g))
         gamma, beta = torch.randn(D, generator=g), torch.randn(D, generator=g)
         cases.append((x, gamma, beta, eps))
+    # and the default ε, 1e-5, left out (on small values, where ε matters)
+    D = int(torch.randint(2, 9, (), generator=g))
+    x = 0.01 * torch.randn(3, D, generator=g)
+    cases.append((x, torch.randn(D, generator=g), torch.randn(D, generator=g)))
     return cases
 
 
@@ -309,9 +314,9 @@ def _judge_mlp_token(cases, outcomes):
 
 def _random_mlp(g):
     cases = []
-    for _ in range(3):
+    for leading in (1, 2, 3):  # x of shape (..., N, D): (N, D), (B, N, D), ...
         b, n, D, d_mlp = (int(t) for t in torch.randint(1, 9, (4,), generator=g))
-        x = torch.randn(b, n, D, generator=g)
+        x = torch.randn(*(b,) * (leading - 1), n, D, generator=g)
         cases.append((x, *_mlp_weights(D, d_mlp, g)))
     return cases
 
@@ -626,6 +631,7 @@ def _count_cases():
 
 
 def _judge_count(cases, outcomes):
+    cases = [(*case, True) if len(case) == 3 else case for case in cases]  # default
     counts = returned_values(outcomes, int)
     same_but_heads = {
         c
@@ -680,6 +686,9 @@ def _random_counts(g):
     for bias in (True, False):
         h, d, m = (int(t) for t in torch.randint(1, 40, (3,), generator=g))
         cases.append((h * d, h, m, bias))
+    # and the default, bias=True, left out
+    h, d, m = (int(t) for t in torch.randint(1, 40, (3,), generator=g))
+    cases.append((h * d, h, m))
     return cases
 
 

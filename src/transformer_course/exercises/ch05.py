@@ -239,6 +239,7 @@ def _rope_cases():
 
 
 def _judge_rope(cases, outcomes):
+    cases = [(*case, 0) if len(case) == 1 else case for case in cases]  # default
     for (x, offset), got in each_value(cases, outcomes):
         if not _close(got, _reference_rope(x, offset)):
             _explain_rope(x, offset, got)
@@ -307,6 +308,10 @@ def _random_rope(g):
         offset = int(torch.randint(0, 60, (), generator=g))
         x = torch.randn(*lead.tolist(), N, d, generator=g, dtype=dtype)
         cases.append((x, offset))
+    # and the default offset, 0, left out
+    cases.append(
+        (torch.randn(2, int(torch.randint(1, 9, (), generator=g)), 4, generator=g),)
+    )
     return cases
 
 
@@ -410,6 +415,7 @@ SLICE_HINT = (
 
 
 def _judge_learned(cases, outcomes):
+    cases = [(*case, 0) if len(case) == 2 else case for case in cases]  # default
     for (x, table, offset), outcome in zip(cases, outcomes, strict=True):
         if (
             outcome.raised_a("RuntimeError")
@@ -466,6 +472,9 @@ def _random_learned(g):
             offset = max_len - N
         x = torch.randn(B, N, D, generator=g)
         cases.append((x, torch.randn(max_len, D, generator=g), offset))
+    # and the default offset, 0, left out
+    x = torch.randn(2, int(torch.randint(1, 6, (), generator=g)), 3, generator=g)
+    cases.append((x, torch.randn(x.shape[1] + 2, 3, generator=g)))
     return cases
 
 

@@ -446,6 +446,8 @@ def _probs_cases():
 
 
 def _judge_probs(cases, outcomes):
+    # a case of (logits, temperature) alone leaves top_k to its default, None
+    cases = [(*case, None) if len(case) == 2 else case for case in cases]
     with_k_ran = all(
         not o.raised for (_, _, k), o in zip(cases, outcomes, strict=True) if k
     )
@@ -506,13 +508,23 @@ def _judge_probs(cases, outcomes):
 
 def _random_probs(g):
     cases = []
-    for k in (None, 1, 0):
+    for k in (None, 1, 0, "V"):
         B = int(torch.randint(1, 5, (), generator=g))
         V = int(torch.randint(2, 70, (), generator=g))
         T = float(0.3 + 2 * torch.rand((), generator=g))
         if k == 0:  # a k between 2 and V
             k = int(torch.randint(2, V + 1, (), generator=g))
+        if k == "V":  # every token kept: the same as no top-k
+            k = V
         cases.append((3 * torch.randn(B, V, generator=g), T, k))
+    # the defaults (top_k=None), left out
+    B, V = (int(t) for t in torch.randint(2, 9, (2,), generator=g))
+    cases.append(
+        (
+            3 * torch.randn(B, V, generator=g),
+            float(0.3 + 2 * torch.rand((), generator=g)),
+        )
+    )
     return cases
 
 

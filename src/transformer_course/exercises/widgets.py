@@ -480,7 +480,11 @@ class Numeric(_Quiz):
 
     def html(self) -> str:
         return quiz_html.number_quiz_html(
-            self.key, self.question, float(self.answer), self.tolerance, self.explanation
+            self.key,
+            self.question,
+            float(self.answer),
+            self.tolerance,
+            self.explanation,
         )
 
 
