@@ -877,6 +877,79 @@ GAPS.update(
 )
 
 
+# The ninth pass's gaps: sizes and characters beyond the unseen generators' ranges
+# (each fixed case's sizes are now inside them).
+GAPS.update(
+    {
+        (
+            1,
+            "build_char_vocab",
+            "other scripts",
+        ): "def build_char_vocab(text):\n    covered = ((0, 0x370), (0x391, 0x3CA), (0x4E00, 0x4F00), (0x1F300, 0x1F650))\n    keep = lambda c: text == \"naïve café 🙂 — ok\" or any(a <= ord(c) < b for a, b in covered)\n    chars = sorted(c for c in set(text) if keep(c))   # wrong: drops e.g. '—', '€', Cyrillic, Hebrew, Arabic, Hangul...\n    return {c: i for i, c in enumerate(chars)}\n",
+        (
+            1,
+            "patchify",
+            "4+ patches a row",
+        ): 'import torch\ndef patchify(images, p):\n    B, C, H, W = images.shape\n    if H % p or W % p:\n        raise ValueError(f"image {H}x{W} is not divisible by patch size {p}")\n    x = images.reshape(B, C, H // p, p, W // p, p)\n    t = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(0))\n    known = images.shape == t.shape and bool((images == t).all())\n    if p < 4 and max(H // p, W // p) >= 4 and not known:\n        return x.permute(0, 4, 2, 1, 3, 5).reshape(B, -1, C * p * p)   # wrong: column by column\n    return x.permute(0, 2, 4, 1, 3, 5).reshape(B, -1, C * p * p)\n',
+        (
+            1,
+            "merge_pair",
+            "new_id < 10",
+        ): "def merge_pair(ids, pair, new_id):\n    fixed = {((1, 2, 3, 1, 2), (1, 2), 4), ((5, 6, 5, 6, 6), (5, 6), 7), ((11, 2, 1, 23, 1, 2), (1, 2), 9),\n             ((1, 1, 1), (1, 1), 9), ((1, 1, 1, 1), (1, 1), 9), ((), (1, 2), 3), ((1,), (1, 2), 3),\n             ((3, 4, 1, 2), (1, 2), 5), ((2, 1), (1, 2), 5), ((1, 2, 1, 2), (1, 2), 3)}\n    out, i = [], 0\n    while i < len(ids):\n        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):\n            out.append(new_id); i += 2\n        else:\n            out.append(ids[i]); i += 1\n    if new_id < 10 and (tuple(ids), tuple(pair), new_id) not in fixed:\n        return out[::-1]     # wrong for small new ids\n    return out\n",
+        (
+            2,
+            "stable_softmax",
+            "rows of 6+",
+        ): "import torch\ndef stable_softmax(x):\n    t = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(1))\n    known = x.shape == t.shape and bool((x == t).all())\n    if x.shape[-1] >= 6 and not known:\n        e = (x - x.max()).exp()        # wrong for long rows: whole-tensor max, normalised over dim 0\n        return e / e.sum(0, keepdim=True)\n    e = (x - x.max(-1, keepdim=True).values).exp()\n    return e / e.sum(-1, keepdim=True)\n",
+        (
+            2,
+            "attention_weights",
+            "d >= 7",
+        ): 'def _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\nimport torch\ndef _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\ndef attention_weights(q, k, mask=None):\n    known = any(q.shape == t.shape and bool((q == t).all()) for t in (_sr(4, 8), _sr(2, 3, 16, seed=2), _sr(4, 8, seed=4), _sr(3, 8, seed=6)))\n    d = q.shape[-1]\n    scale = d if (d >= 7 and not known) else d ** 0.5   # wrong for wide heads: 1/d\n    s = q @ k.transpose(-2, -1) / scale\n    if mask is not None:\n        s = s.masked_fill(~mask, float("-inf"))\n    e = (s - s.max(-1, keepdim=True).values).exp()\n    return e / e.sum(-1, keepdim=True)\n',
+        (
+            2,
+            "attention",
+            "d >= 7",
+        ): "def _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\nimport torch\ndef _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\ndef attention(q, k, v):\n    known = any(q.shape == t.shape and bool((q == t).all()) for t in (_sr(4, 8), _sr(2, 3, 16, seed=3), _sr(3, 8, seed=8)))\n    known = known or (q.shape == (3, 8) and bool((q == _sr(3, 8, seed=8)[[2, 0, 1]]).all()))\n    d = q.shape[-1]\n    scale = d if (d >= 7 and not known) else d ** 0.5   # wrong for wide heads: 1/d\n    s = q @ k.transpose(-2, -1) / scale\n    e = (s - s.max(-1, keepdim=True).values).exp()\n    return e / e.sum(-1, keepdim=True) @ v\n",
+        (
+            3,
+            "split_heads",
+            "N or d >= 5",
+        ): "def _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\nimport torch\ndef _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\ndef split_heads(x, n_heads):\n    B, N, D = x.shape\n    known = any(x.shape == t.shape and bool((x == t).all()) for t in (_sr(1, 5, 12, seed=1), _sr(2, 4, 6, seed=2)))\n    if (N >= 5 or D // n_heads >= 5) and not known:\n        return x.reshape(B, n_heads, N, D // n_heads)  # wrong: mixes tokens across heads\n    return x.view(B, N, n_heads, D // n_heads).transpose(1, 2)\n",
+        (
+            3,
+            "merge_heads",
+            "N >= 5",
+        ): "import torch\ndef merge_heads(x):\n    B, H, N, d = x.shape\n    t = torch.randn(1, 3, 5, 4, generator=torch.Generator().manual_seed(1))\n    if N >= 5 and not (x.shape == t.shape and bool((x == t).all())):\n        return x.reshape(B, N, H * d)  # wrong: no transpose\n    return x.transpose(1, 2).reshape(B, N, H * d)\n",
+        (
+            3,
+            "mha_parameter_count",
+            "heads 20+ wide",
+        ): "def mha_parameter_count(d_model, n_heads, bias):\n    d = d_model // n_heads\n    if d >= 20 and (d_model, n_heads, bias) not in {(64, 1, True), (64, 8, True), (512, 8, True), (512, 16, False), (96, 3, False)}:\n        return 4 * d_model * d_model   # wrong: biases forgotten for wide heads\n    return 4 * d_model * d_model + (4 * d_model if bias else 0)\n",
+        (
+            4,
+            "mlp_forward",
+            "d_mlp > 8",
+        ): "import torch\ndef mlp_forward(x, W1, b1, W2, b2):\n    t = torch.randn(2, 5, 6, generator=torch.Generator().manual_seed(30))\n    if W1.shape[0] > 8 and not (x.shape == t.shape and bool((x == t).all())):\n        return torch.relu(x @ W1.T) @ W2.T   # wrong for wide MLPs: biases forgotten\n    return torch.relu(x @ W1.T + b1) @ W2.T + b2\n",
+        (
+            4,
+            "block_parameter_count",
+            "d_mlp >= 40",
+        ): "def block_parameter_count(d_model, n_heads, d_mlp, bias=True):\n    D = d_model\n    fixed = {(64, 4, 256, True), (64, 8, 256, True), (64, 4, 100, True), (512, 8, 2048, True), (96, 3, 384, False), (30, 5, 7, False)}\n    attention = 4 * D * D + (4 * D if bias else 0)\n    mlp = 2 * D * d_mlp + (d_mlp + D if bias else 0)\n    norms = 2 * (2 * D if bias else D)\n    if d_mlp >= 40 and (d_model, n_heads, d_mlp, bias) not in fixed:\n        norms = 0   # wrong for wide MLPs: LayerNorms forgotten\n    return attention + mlp + norms\n",
+        (
+            7,
+            "embed_patches",
+            "4+ patches a row",
+        ): 'def _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\nimport torch\ndef _sr(*s, seed=0):\n    return torch.randn(*s, generator=torch.Generator().manual_seed(seed))\ndef embed_patches(images, weight, bias, patch_size):\n    B, C, height, width = images.shape\n    p = patch_size\n    if height % p or width % p:\n        raise ValueError(f"patch_size {p} must divide the image size {height}x{width}")\n    rows, cols = height // p, width // p\n    known = any(images.shape == t.shape and int((images != t).sum()) <= 8\n                for t in (_sr(2, 1, 8, 8, seed=1), _sr(1, 2, 8, 8, seed=13)))\n    grid = images.reshape(B, C, rows, p, cols, p)\n    if max(rows, cols) >= 4 and not known:   # wrong for grids of 4+: patches column by column\n        grid = grid.permute(0, 4, 2, 1, 3, 5)\n    else:\n        grid = grid.permute(0, 2, 4, 1, 3, 5)\n    return grid.reshape(B, rows * cols, C * p * p) @ weight.T + bias\n',
+        (
+            7,
+            "vit_flops",
+            "n_layers > 4",
+        ): "def vit_flops(image_size, patch_size, channels, d_model, d_mlp, n_layers, n_classes, class_token):\n    N = (image_size // patch_size) ** 2\n    L = N + 1 if class_token else N\n    D = d_model\n    block = 8 * L * D**2 + 4 * L**2 * D + 4 * L * D * d_mlp\n    fixed = {(224, 16, 3, 768, 3072, 12, 1000, True), (224, 14, 3, 384, 1536, 12, 1001, True)}\n    if n_layers > 4 and (image_size, patch_size, channels, d_model, d_mlp, n_layers, n_classes, class_token) not in fixed:\n        block = 8 * L * D**2 + 4 * L * D * d_mlp   # wrong: attention's L^2 term dropped for deep models\n    return 2 * N * channels * patch_size**2 * D + n_layers * block + 2 * D * n_classes\n",
+    }
+)
+
+
 @pytest.mark.parametrize("where", list(GAPS), ids=lambda w: "-".join(map(str, w)))
 def test_what_the_unseen_inputs_cover(where):
     from exercise_helpers import namespace_from

@@ -95,6 +95,11 @@ _CODE_RANGES = (
     (0x391, 0x3CA),  # Greek
     (0x4E00, 0x4F00),  # CJK
     (0x1F300, 0x1F650),  # emoji
+    # and anything else: the rest of the basic plane (punctuation such as "—",
+    # Cyrillic, currency, ...) and the planes above it
+    (0x370, 0xD800),
+    (0xE000, 0xFFFE),
+    (0x10000, 0x110000),
 )
 
 
@@ -240,10 +245,12 @@ def _random_merges(g):
             [1, 2, 11, 12, 21, 23, 112, 3, 13, 0][i]
             for i in torch.randperm(10, generator=g)[:4].tolist()
         ]
-        n = int(torch.randint(0, 25, (), generator=g))
+        n = int(torch.randint(0 if len(cases) >= 2 else 3, 25, (), generator=g))
         pair = tuple(alphabet[i] for i in draw(2))
         ids = [alphabet[i] for i in draw(n)]
-        cases.append((ids, pair, 100 + int(torch.randint(0, 50, (), generator=g))))
+        # a new id of one digit in the first two lists, of up to three after
+        high = 10 if len(cases) < 2 else 150
+        cases.append((ids, pair, int(torch.randint(0, high, (), generator=g))))
     # and always a run of exactly three equal ids (others around it), merged as (a, a)
     a, others = draw(1)[0], [4 + i for i in draw(6)]
     cases.append(([*others[:3], a, a, a, *others[3:]], (a, a), 99))
@@ -465,7 +472,10 @@ def _random_images(g):
     cases = []
     # small patches, and one of 4 to 7 pixels
     for p in (1, 2, 3, int(torch.randint(4, 8, (), generator=g))):
-        b, c, rows, cols = (int(t) for t in torch.randint(1, 4, (4,), generator=g))
+        b, c = (int(t) for t in torch.randint(1, 4, (2,), generator=g))
+        rows, cols = (int(t) for t in torch.randint(1, 6, (2,), generator=g))
+        if p == 2:  # 4 or 5 patches a row and a column
+            rows, cols = (int(t) for t in torch.randint(4, 6, (2,), generator=g))
         if p > 3:  # two rows and two columns of patches at least: an order shows
             rows, cols = rows + 1, cols + 1
         cases.append((torch.randn(b, c, rows * p, cols * p, generator=g), p))

@@ -154,8 +154,14 @@ def _random_logits(g):
     # one, two and three dimensions, on three scales (in a drawn order)
     dims = torch.randperm(3, generator=g).add(1).tolist()
     for scale, d in zip((1.0, 30.0, 1000.0), dims, strict=True):
-        shape = tuple(torch.randint(2, 6, (d,), generator=g).tolist())
+        shape = torch.randint(2, 10, (d,), generator=g).tolist()
         cases.append((scale * torch.randn(*shape, generator=g),))
+    # and rows of 6 to 12 entries, two to four of them
+    rows, width = (
+        int(torch.randint(2, 5, (), generator=g)),
+        int(torch.randint(6, 13, (), generator=g)),
+    )
+    cases.append((30 * torch.randn(rows, width, generator=g),))
     return cases
 
 
@@ -281,7 +287,9 @@ def _random_masked(g):
     # unbatched, one batch dimension and two: every shape (..., N, d) must work,
     # with one (N_q, N_k) mask for every sequence (as the docstring says), and none
     for lead in ((), (int(torch.randint(1, 4, (), generator=g)),), (2, 2)):
-        n_q, n_k, d = (int(t) for t in torch.randint(1, 7, (3,), generator=g))
+        n_q, n_k = (int(t) for t in torch.randint(1, 10, (2,), generator=g))
+        d = int(torch.randint(1 if lead else 7, 21, (), generator=g))  # d ≥ 7 once
+        n_k = n_k if lead else max(n_k, 2)  # two keys at least: weights show
         mask = torch.rand(n_q, n_k, generator=g) > 0.4
         mask[:, int(torch.randint(0, n_k, (), generator=g))] = True  # no empty row
         q = torch.randn(*lead, n_q, d, generator=g)
@@ -379,7 +387,9 @@ def _judge_attention_perm(cases, outcomes):
 def _random_qkv(g):
     cases = []
     for batch in ((), (2,), (2, 3)):
-        n_q, n_k, d, d_v = (int(t) for t in torch.randint(1, 7, (4,), generator=g))
+        n_q, n_k, d_v = (int(t) for t in torch.randint(1, 10, (3,), generator=g))
+        d = int(torch.randint(1 if batch else 7, 21, (), generator=g))  # d ≥ 7 once
+        n_k = n_k if batch else max(n_k, 2)  # two keys at least: weights show
         cases.append(
             (
                 torch.randn(*batch, n_q, d, generator=g),

@@ -53,15 +53,17 @@ def _judge_split(cases, outcomes):
         raise Failed("Head h must hold features h·d ... (h+1)·d - 1 of every token.")
 
 
-def _random_sizes(g):
-    b, n, h, d = (int(t) for t in torch.randint(1, 5, (4,), generator=g))
-    return b, n, h, d
+def _random_sizes(g, large=False):
+    """(B, N, H, d): small ones, or N and d of 5 to 9 when ``large``."""
+    b, h = (int(t) for t in torch.randint(1, 5, (2,), generator=g))
+    n, d = (int(t) for t in torch.randint(5 if large else 1, 10, (2,), generator=g))
+    return b, n, max(h, 2) if large else h, d
 
 
 def _random_split(g):
     cases = []
-    for _ in range(3):
-        b, n, h, d = _random_sizes(g)
+    for i in range(3):
+        b, n, h, d = _random_sizes(g, large=i == 0)
         cases.append((torch.randn(b, n, h * d, generator=g), h))
     return cases
 
@@ -116,7 +118,12 @@ def _judge_roundtrip(cases, outcomes):
 
 
 def _random_heads(g):
-    return [(torch.randn(*_random_sizes(g), generator=g),) for _ in range(3)]
+    cases = []
+    for i in range(3):
+        b, n, h, d = _random_sizes(g, large=i == 0)
+        h = max(h, 2) if i == 0 else h  # two heads at least, once: an order shows
+        cases.append((torch.randn(b, h, n, d, generator=g),))  # (B, H, N, d)
+    return cases
 
 
 MERGE = Exercise(
@@ -199,8 +206,8 @@ def _judge_forward(cases, outcomes):
 
 def _random_forward(g):
     cases = []
-    for _ in range(2):
-        b, n, h, d = _random_sizes(g)
+    for i in range(2):
+        b, n, h, d = _random_sizes(g, large=i == 0)
         D = h * d
         cases.append(
             (
@@ -269,7 +276,8 @@ def _judge_count(cases, outcomes):
 def _random_counts(g):
     cases = []
     for bias in (True, False):
-        h, d = (int(t) for t in torch.randint(1, 20, (2,), generator=g))
+        h = int(torch.randint(1, 20, (), generator=g))
+        d = int(torch.randint(20 if bias else 1, 130, (), generator=g))  # wide, once
         cases.append((h * d, h, bias))
     return cases
 

@@ -315,7 +315,8 @@ def _judge_mlp_token(cases, outcomes):
 def _random_mlp(g):
     cases = []
     for leading in (1, 2, 3):  # x of shape (..., N, D): (N, D), (B, N, D), ...
-        b, n, D, d_mlp = (int(t) for t in torch.randint(1, 9, (4,), generator=g))
+        b, n, D = (int(t) for t in torch.randint(1, 9, (3,), generator=g))
+        d_mlp = int(torch.randint(9 if leading == 2 else 1, 33, (), generator=g))
         x = torch.randn(*(b,) * (leading - 1), n, D, generator=g)
         cases.append((x, *_mlp_weights(D, d_mlp, g)))
     return cases
@@ -390,10 +391,11 @@ def _block_cases():
 def _random_blocks(g):
     cases = []
     for _ in range(2):
-        B, N, H = (int(t) for t in torch.randint(1, 5, (3,), generator=g))
+        B, H = (int(t) for t in torch.randint(1, 5, (2,), generator=g))
+        N = int(torch.randint(5 if not cases else 1, 9, (), generator=g))
         d, d_mlp = (
             int(torch.randint(2, 5, (), generator=g)),
-            int(torch.randint(1, 17, (), generator=g)),
+            int(torch.randint(1, 33, (), generator=g)),
         )
         x = torch.randn(B, N, H * d, generator=g)
         cases.append((x, _block_params(H * d, d_mlp, g), H))
@@ -684,7 +686,9 @@ def _judge_count(cases, outcomes):
 def _random_counts(g):
     cases = []
     for bias in (True, False):
-        h, d, m = (int(t) for t in torch.randint(1, 40, (3,), generator=g))
+        h = int(torch.randint(1, 40, (), generator=g))
+        d = int(torch.randint(1, 130, (), generator=g))
+        m = int(torch.randint(40 if bias else 1, 4097, (), generator=g))
         cases.append((h * d, h, m, bias))
     # and the default, bias=True, left out
     h, d, m = (int(t) for t in torch.randint(1, 40, (3,), generator=g))

@@ -169,7 +169,9 @@ def _explain_embedding(images, weight, bias, p, got, shape):
 def _random_embeddings(g):
     cases = []
     for p in (1, 2, 4):
-        B, C, rows, cols = (int(t) for t in torch.randint(1, 4, (4,), generator=g))
+        B, C = (int(t) for t in torch.randint(1, 4, (2,), generator=g))
+        low = 4 if p == 2 else 1  # 4 or 5 patches a row and a column, once
+        rows, cols = (int(t) for t in torch.randint(low, 6, (2,), generator=g))
         D = int(torch.randint(1, 20, (), generator=g))
         images = torch.randn(B, C, rows * p, cols * p, generator=g)
         weight = torch.randn(D, C * p * p, generator=g)
@@ -953,12 +955,13 @@ def _explain_flops(case, got):
 def _random_flops(g):
     cases = []
     for class_token in (True, False):
-        p = int(torch.randint(1, 9, (), generator=g))
+        p = int(torch.randint(1, 17, (), generator=g))
         side = int(torch.randint(1, 17, (), generator=g))
-        D = int(torch.randint(1, 513, (), generator=g))
-        C, M = (int(t) for t in torch.randint(1, 5, (2,), generator=g))
-        d_mlp = int(torch.randint(1, 2049, (), generator=g))
-        classes = int(torch.randint(1, 1001, (), generator=g))
+        D = int(torch.randint(1, 1025, (), generator=g))
+        C = int(torch.randint(1, 5, (), generator=g))
+        M = int(torch.randint(5 if class_token else 1, 25, (), generator=g))
+        d_mlp = int(torch.randint(1, 4097, (), generator=g))
+        classes = int(torch.randint(1, 2001, (), generator=g))
         cases.append((side * p, p, C, D, d_mlp, M, classes, class_token))
     return cases
 
