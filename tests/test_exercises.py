@@ -644,3 +644,62 @@ def test_a_count_must_be_exact():
 
     key = quiz.html().split('data-key="')[1].split('"')[0]
     assert decode_payload(quiz.key, key)["rel_tol"] == 0
+
+
+# More hints that name the mistake made (a learner's pass in JupyterLab, issue 21)
+MORE_MISTAKES = [
+    (
+        1,
+        "build_char_vocab",
+        "def build_char_vocab(text):\n"
+        "    return {c: i for i, c in enumerate(sorted(text))}\n",
+        "each distinct character once",
+        "Start the ids at 0",
+    ),
+    (
+        1,
+        "merge_pair",
+        "def merge_pair(ids, pair, new_id):\n"
+        "    return [new_id if (x, y) == tuple(pair) else x\n"
+        "            for x, y in zip(ids, [*ids[1:], None])]\n",
+        "kept the pair's second id",
+        "Replace every occurrence",
+    ),
+    (
+        1,
+        "merge_pair",
+        "def merge_pair(ids, pair, new_id):\n"
+        "    out, i = [], 0\n"
+        "    while i < len(ids) - 1:\n"
+        "        if (ids[i], ids[i + 1]) == tuple(pair):\n"
+        "            out.append(new_id)\n"
+        "            i += 2\n"
+        "        else:\n"
+        "            out.append(ids[i])\n"
+        "            i += 1\n"
+        "    return out\n",
+        "the last id is missing",
+        "Replace every occurrence",
+    ),
+    (
+        2,
+        "attention_weights",
+        "def attention_weights(q, k, mask=None):\n"
+        "    s = q @ k.transpose(-2, -1)\n"
+        "    if mask is not None:\n"
+        "        s = s.masked_fill(~mask, float('-inf'))\n"
+        "    e = (s - s.max(-1, keepdim=True).values).exp()\n"
+        "    return e / e.sum(-1, keepdim=True)\n",
+        "Divide the scores by √d_k",
+        "With a mask, the weights should be",
+    ),
+]
+
+
+@pytest.mark.parametrize(("number", "key", "source", "said", "never"), MORE_MISTAKES)
+def test_more_hints_name_the_mistake_made(number, key, source, said, never):
+    exercise = chapter(number).exercises[key]
+    for _ in range(5):  # unseen inputs differ every time
+        hints = failing(core.run_exercise(exercise, fn(source, exercise.function)))
+        assert any(said in h for h in hints.values()), hints
+        assert not any(never in h for h in hints.values()), hints

@@ -67,6 +67,13 @@ def _judge_vocab_ids(cases, outcomes):
     for (text,), outcome in zip(cases, outcomes, strict=True):
         vocab = outcome.value
         ids = sorted(vocab.values())
+        repeated = len(text) != len(set(text))
+        if repeated and vocab == {c: i for i, c in enumerate(sorted(text))}:
+            raise Failed(
+                "Number each distinct character once: enumerate sorted(set(text)). "
+                "Enumerating sorted(text) gives a repeated character the id of its "
+                "last copy, so ids skip numbers."
+            )
         if ids == list(range(1, len(vocab) + 1)):
             raise Failed(
                 "Start the ids at 0: an id is a row index into the embedding table."
@@ -162,6 +169,18 @@ def _judge_merge_example(cases, outcomes):
     ):
         if outcome.value == want:
             continue
+        if outcome.value == _merged_keeping_seconds(ids, pair, new_id):
+            raise Failed(
+                f"merge_pair({ids}, {pair}, {new_id}) should give {want}: you kept "
+                "the pair's second id after new_id. A merge replaces both ids of the "
+                "pair by one new_id: skip past both."
+            )
+        if ids and outcome.value == _reference_merge(ids[:-1], pair, new_id):
+            raise Failed(
+                f"merge_pair({ids}, {pair}, {new_id}) should give {want}: the last "
+                "id is missing. Loop to the end of the list: only a pair needs "
+                "i + 1 < len(ids), a single id does not."
+            )
         if ids[0] == 11:
             raise Failed(
                 f"merge_pair({ids}, {pair}, {new_id}) should give {want}, got "
@@ -172,6 +191,15 @@ def _judge_merge_example(cases, outcomes):
             f"Merging {pair} -> {new_id} in {ids} should give {want}; you returned "
             f"{shown(outcome.value)}. Replace every occurrence of the pair by new_id."
         )
+
+
+def _merged_keeping_seconds(ids, pair, new_id):
+    """The usual mistake: new_id in place of each pair's first id, the second
+    one kept."""
+    return [
+        new_id if (x, y) == tuple(pair) else x
+        for x, y in zip(ids, [*ids[1:], None], strict=True)
+    ]
 
 
 def _merge_overlap_cases():

@@ -248,6 +248,14 @@ def _judge_mask(cases, outcomes):
         mask = rest[0] if rest else None
         if close(w, _reference_weights(q, k, mask)):
             continue
+        unscaled = q @ k.transpose(-2, -1)
+        if mask is not None:
+            unscaled = unscaled.masked_fill(~mask, float("-inf"))
+        if close(w, torch.softmax(unscaled, dim=-1)):
+            raise Failed(
+                f"Divide the scores by √d_k = √{q.shape[-1]} before the softmax: "
+                "softmax(q kᵀ/√d_k)."
+            )
         if mask is None:
             raise Failed(
                 f"For q {tuple(q.shape)} and k {tuple(k.shape)} with no mask, the "
