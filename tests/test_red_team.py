@@ -640,21 +640,33 @@ def test_one_huge_string_costs_the_grader_little(tmp_path, where):
     assert (where == "source") == bool(warnings)
 
 
-def test_softmax_through_the_fused_attention_kernel_is_forbidden():
+SOFTMAX_SPELLINGS = {
+    # attention's fused CPU kernel, with identity keys and values and scale 1
+    "fused attention": "def stable_softmax(x):\n"
+    "    D = x.shape[-1]\n"
+    "    q = x.reshape(1, 1, -1, D)\n"
+    "    eye = torch.eye(D, dtype=x.dtype).reshape(1, 1, D, D)\n"
+    "    out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(\n"
+    "        q, eye, eye, scale=1.0)[0]\n"
+    "    return out.reshape(x.shape)\n",
+    "logcumsumexp": "def stable_softmax(x):\n"
+    "    return (x - torch.logcumsumexp(x, -1)[..., -1:]).exp()\n",
+    "logaddexp": "import functools\n"
+    "def stable_softmax(x):\n"
+    "    return (x - functools.reduce(torch.logaddexp, x.unbind(-1))"
+    ".unsqueeze(-1)).exp()\n",
+}
+
+
+@pytest.mark.parametrize("spelling", list(SOFTMAX_SPELLINGS))
+def test_softmax_spelled_another_way_is_forbidden(spelling):
+    """Spellings found by the fourth, seventh and eighth passes (3/3 each)."""
     from exercise_helpers import namespace_from
 
     from transformer_course.exercises import chapter, core
 
-    source = (
-        "def stable_softmax(x):\n"
-        "    D = x.shape[-1]\n"
-        "    q = x.reshape(1, 1, -1, D)\n"
-        "    eye = torch.eye(D, dtype=x.dtype).reshape(1, 1, D, D)\n"
-        "    out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(\n"
-        "        q, eye, eye, scale=1.0)[0]\n"
-        "    return out.reshape(x.shape)\n"
-    )
     exercise = chapter(2).exercises["stable_softmax"]
+    source = SOFTMAX_SPELLINGS[spelling]
     report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
     assert report.score == 0
     assert "Write it yourself" in report.first_hint
@@ -751,21 +763,6 @@ def test_an_instructors_test_cell_runs_as_written(tmp_path):
     assert graded["test_double"].points == 0
     assert "not double" in graded["test_double"].hint
     assert graded["build_char_vocab"].status == "passed"
-
-
-def test_softmax_through_logcumsumexp_is_forbidden():
-    from exercise_helpers import namespace_from
-
-    from transformer_course.exercises import chapter, core
-
-    source = (
-        "def stable_softmax(x):\n"
-        "    return (x - torch.logcumsumexp(x, -1)[..., -1:]).exp()\n"
-    )
-    exercise = chapter(2).exercises["stable_softmax"]
-    report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
-    assert report.score == 0
-    assert "Write it yourself" in report.first_hint
 
 
 # Wrong general rules, each with a lookup of the one fixed case that exercised
@@ -992,20 +989,3 @@ def test_rebinding_exec_or_compile_does_not_pass_an_instructors_test(
     )
     graded = {e.key: e for e in result.exercises}
     assert graded["test_double"].points == 0, graded["test_double"]
-
-
-def test_softmax_through_logaddexp_is_forbidden():
-    from exercise_helpers import namespace_from
-
-    from transformer_course.exercises import chapter, core
-
-    source = (
-        "import functools\n"
-        "def stable_softmax(x):\n"
-        "    return (x - functools.reduce(torch.logaddexp, x.unbind(-1))"
-        ".unsqueeze(-1)).exp()\n"
-    )
-    exercise = chapter(2).exercises["stable_softmax"]
-    report = core.run_exercise(exercise, namespace_from([source])["stable_softmax"])
-    assert report.score == 0
-    assert "Write it yourself" in report.first_hint
