@@ -109,3 +109,32 @@ def test_numbered_multiline_equations_use_an_equation_environment(path):
         for block in re.findall(r"\$\$(.*?)\$\$", "".join(cell["source"]), re.S):
             broken = "\\\\" in block and "\\tag" in block
             assert not broken, f"{path.name}: {block.strip()[:60]!r}"
+
+
+def test_links_from_exercises_land_on_their_section():
+    """A link from an exercise to a chapter names the section (an anchor made
+    from its heading, as the book makes them: myst_heading_anchors), not only
+    the chapter, which opened at its top."""
+    from myst_parser.mdit_to_docutils.base import default_slugify
+
+    links = []
+    for path in sorted((ROOT / "exercises").glob("*.ipynb")):
+        for cell in load(path)["cells"]:
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"])
+                links += re.findall(r"\]\((\.\./book/[^)#]+\.ipynb)(#[^)]*)?\)", text)
+    assert links
+    for target, fragment in links:
+        assert fragment, target
+        chapter = load(ROOT / "exercises" / target)
+        headings = [
+            line.lstrip("#").strip()
+            for cell in chapter["cells"]
+            if cell["cell_type"] == "markdown"
+            for line in "".join(cell["source"]).splitlines()
+            if line.startswith("#")
+        ]
+        slugs = {default_slugify(h) for h in headings}
+        assert fragment[1:] in slugs, (target, fragment)
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["config"]["myst_heading_anchors"] >= 2
