@@ -707,15 +707,6 @@ def _not_the_students_own(path: Path, folder: Path) -> str:
 # --- the CSV and the summary ---------------------------------------------------
 
 
-def rows_to_csv(rows: list[ClassRow]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({field: getattr(row, field) for field in CSV_FIELDS})
-    return out.getvalue()
-
-
 def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
     """The CSV at ``path`` with the rows of each (student, assignment) in ``rows``
     replaced where they stood (new students at the end); other rows kept."""
