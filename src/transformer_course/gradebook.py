@@ -582,6 +582,15 @@ class _NotebookJob:
         exists = path.exists() or path.is_symlink()
         return exists and _timestamp(self.settings, self.folder)[0] is None
 
+    def _save_autograded(self, notebook: nbformat.NotebookNode) -> None:
+        """``autograded/<student>/<assignment>/<notebook>.ipynb``, with the files
+        nbgrader's feedback commands read beside it."""
+        folder = self.settings.folder("autograded", self.student, self.assignment)
+        write_text_atomically(
+            folder / f"{self.name}.ipynb", nbformat.writes(notebook) + "\n"
+        )
+        self._copy_collected_files(folder)
+
     def _write_placeholder(self, text: str, notebook: bool = True) -> None:
         """Feedback for a notebook that was not graded: the text, and a
         one-cell notebook saying why, for ``nbgrader generate_feedback``.
@@ -605,11 +614,7 @@ class _NotebookJob:
             nbformat.v4.new_markdown_cell("**Not graded.** " + printable(text, 1000))
         )
         notebook.cells[0]["id"] = "cell-0"
-        folder = self.settings.folder("autograded", self.student, self.assignment)
-        write_text_atomically(
-            folder / f"{self.name}.ipynb", nbformat.writes(notebook) + "\n"
-        )
-        self._copy_collected_files(folder)
+        self._save_autograded(notebook)
 
     def _write_autograded(self, path: Path, result: NotebookGrade, penalty) -> None:
         """The notebook ``nbgrader generate_feedback`` turns into HTML: the cells
@@ -655,11 +660,7 @@ class _NotebookJob:
         notebook.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
         for index, cell in enumerate(notebook.cells):
             cell["id"] = f"cell-{index}"
-        folder = self.settings.folder("autograded", self.student, self.assignment)
-        write_text_atomically(
-            folder / f"{self.name}.ipynb", nbformat.writes(notebook) + "\n"
-        )
-        self._copy_collected_files(folder)
+        self._save_autograded(notebook)
 
 
 def _copy_small_file(source: Path, target: Path) -> None:
