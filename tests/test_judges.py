@@ -251,3 +251,100 @@ def test_merge_pair_table_earned_a_third_before():
     assert core.Report(exercise, core.FAILED, results).score == 0
     passed_unseen = (*results[:2], core.CheckResult("unseen", True, kind=core.UNSEEN))
     assert core.Report(exercise, core.FAILED, passed_unseen).score > 0
+
+
+# --- twins of the fixed cases -------------------------------------------------------
+
+
+def _kind(value, choices=()):
+    """What a twin must keep of an input: its type, a tensor's rank and dtype,
+    a flag, a choice (one of ``choices``), None; not its values or sizes."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.dim(), value.dtype)
+    if type(value) in (list, tuple):
+        return (type(value).__name__, tuple(_kind(v) for v in value[:1]))
+    if type(value) is dict:
+        return ("dict", tuple((k, _kind(v)) for k, v in value.items()))
+    if type(value) in (bool, type(None)):
+        return value
+    if type(value) is str and value in choices:  # "cls", "mean"
+        return value
+    return type(value).__name__
+
+
+def _same_case(a, b):
+    return len(a) == len(b) and all(
+        torch.equal(x, y)
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
+        else (type(x) is type(y) and _same_values(x, y))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _same_values(x, y):
+    if type(x) in (list, tuple):
+        return len(x) == len(y) and _same_case(tuple(x), tuple(y))
+    if type(x) is dict:
+        return x.keys() == y.keys() and _same_case(tuple(x.values()), tuple(y.values()))
+    return x == y
+
+
+@pytest.mark.parametrize(("number", "key"), CASES, ids=IDS)
+def test_every_fixed_case_has_twins_of_its_kind_with_other_values(number, key):
+    """Two or more twins per fixed case, each of the case's kind (arity, ranks,
+    dtypes, flags, choices, omitted defaults), none equal to the case; and the
+    unseen check judges them, drawn afresh at each run."""
+    exercise = chapter(number).exercises[key]
+    fixed = exercise.fixed_cases()
+    g = torch.Generator().manual_seed(7)
+    twins = exercise.twins or core._fresh_twin
+    strings = [v for case in fixed for v in case if type(v) is str]
+    choices = {v for v in strings if strings.count(v) > 1}  # given in several cases
+    for case in fixed:
+        made = twins(case, g)
+        assert len(made) >= 2, (case, made)
+        for twin in made:
+            kinds = [_kind(v, choices) for v in twin]
+            assert kinds == [_kind(v, choices) for v in case]
+        # (an input of zeros alone has a twin of zeros: zeros are its kind)
+        assert any(not _same_case(tuple(twin), tuple(case)) for twin in made), case
+    (unseen,) = [c for c in exercise.checks if c.kind == core.UNSEEN]
+    first, second = unseen.cases(), unseen.cases()
+    count = len(exercise.twin_cases(g))
+    assert len(first) == len(exercise.drawn_cases()) + count
+    assert not _same_case(tuple(first[-count:]), tuple(second[-count:]))  # afresh
+
+
+def test_fresh_values_keep_zeros_infinities_and_ties_not_values():
+    x = torch.tensor([[0.0, 2.0, 2.0, -math.inf], [1.5, 1.5, 1.5, 1.5]])
+    twin = core.fresh_values(x, torch.Generator().manual_seed(0))
+    assert twin[0, 0] == 0
+    assert twin[0, 3] == -math.inf
+    assert twin[0, 1] == twin[0, 2]
+    assert twin[0, 1] != 2.0
+    assert (twin[1] == twin[1, 0]).all()
+    assert twin[1, 0] != 1.5
+    assert twin[1].mean() == twin[1, 0]  # a row of equal values averages exactly
+    ids = torch.tensor([3, 0, 3, 1])
+    relabelled = core.fresh_values(ids, torch.Generator().manual_seed(1))
+    assert relabelled[0] == relabelled[2]
+    assert int(relabelled.max()) <= 3
+
+
+def test_grown_twins_double_every_size_but_one_and_keep_rows_of_equal_values():
+    x = torch.tensor([[[2.0, 2.0, 2.0], [1.0, -1.0, 0.0]]])  # (1, 2, 3)
+    twin = core.grown((x, 4, 1, True, "cls", 0.5), torch.Generator().manual_seed(0))
+    more, heads, one, flag, choice, eps = twin
+    assert more.shape == (1, 4, 6)
+    assert (heads, one, flag, choice, eps) == (
+        8,
+        1,
+        True,
+        "cls",
+        0.5,
+    )
+    assert (more[0, 0] == more[0, 0, 0]).all()
+    assert (more[0, 2] == more[0, 2, 0]).all()
+    assert more[0, 0, 0] != more[0, 2, 0]  # each tile has values of its own
+    assert more[0, 1, 5] == 0
+    assert more[0, 3, 2] == 0

@@ -989,3 +989,43 @@ def test_rebinding_exec_or_compile_does_not_pass_an_instructors_test(
     )
     graded = {e.key: e for e in result.exercises}
     assert graded["test_double"].points == 0, graded["test_double"]
+
+
+# --- twins: the structural answer to "a wrong rule plus a table" -------------------
+
+#: Wrong rules that no fixed case catches (a default none leaves out, a kind of
+#: character none holds, ids of one digit): the drawn inputs catch those, and
+#: test_what_the_unseen_inputs_cover keeps them caught.
+NOT_A_TWINS_MATTER = {
+    (1, "build_char_vocab"),
+    (4, "layer_norm", "default eps"),
+    (4, "block_parameter_count", "default bias"),
+    (1, "merge_pair", "new_id < 10"),
+}
+
+
+@pytest.mark.parametrize(
+    "where",
+    [w for w in GAPS if w not in NOT_A_TWINS_MATTER],
+    ids=lambda w: "-".join(map(str, w)),
+)
+def test_the_twins_alone_catch_a_wrong_rule_that_a_fixed_case_catches(where):
+    """Every answer the red teams found (a general rule that goes wrong only on
+    some kind of input a fixed case holds, plus a table for that case, keyed on
+    its values or its shape) fails on the fixed cases' twins alone, without the
+    drawn inputs that were widened to catch it: the next such rule is caught
+    even where the drawn inputs miss its kind."""
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    number, key, *_ = where
+    exercise = chapter(number).exercises[key]
+    function = namespace_from([GAPS[where]])[exercise.function]
+    (unseen,) = [c for c in exercise.checks if c.kind == core.UNSEEN]
+    for seed in range(10):
+        twins = exercise.twin_cases(torch.Generator().manual_seed(seed))
+        loaded = core.as_the_grader_loads([twins])[0]
+        outcomes = core.call_cases(function, loaded, exercise.forbidden)
+        result = core.judge_outcomes(unseen, twins, outcomes)
+        assert not result.passed, (where, seed)

@@ -124,6 +124,30 @@ def _random_texts(g):
     return [(text,) for text in texts]
 
 
+def _text_twins(case, g):
+    """A text's twins: each distinct character replaced by another of its kind
+    (the same range of :data:`_CODE_RANGES`), equal characters by equal ones;
+    and twice as long, two such texts in a row."""
+    (text,) = case
+    return [(_replaced(text, g),), (_replaced(text, g) + _replaced(text, g),)]
+
+
+def _replaced(text, g):
+    used, replacement = set(), {}
+    for ch in dict.fromkeys(text):
+        low, high = next(
+            ((a, b) for a, b in _CODE_RANGES if a <= ord(ch) < b),
+            (ord(ch), ord(ch) + 1),
+        )
+        for _ in range(50):  # a character not used yet, if the range has one
+            code = int(torch.randint(low, high, (), generator=g))
+            if code not in used:
+                break
+        used.add(code)
+        replacement[ch] = chr(code)
+    return "".join(replacement[ch] for ch in text)
+
+
 CHAR_VOCAB = Exercise(
     key="build_char_vocab",
     function="build_char_vocab",
@@ -147,6 +171,7 @@ CHAR_VOCAB = Exercise(
         ),
         unseen_check("the same on unseen texts", _random_texts, _judge_vocab_ids),
     ),
+    twins=_text_twins,
 )
 
 # --- Exercise 2: one BPE merge step ---------------------------------------------------
@@ -300,6 +325,21 @@ def _judge_merge_reference(cases, outcomes):
             )
 
 
+def _relabelled_merge(case, g):
+    """A merge's twins: every id (of the list, the pair and new_id) replaced by a
+    fresh one, equal ids by equal ones, so that the pattern of the case stays;
+    and such a list twice over."""
+    ids, pair, new_id = case
+    twins = []
+    for times in (1, 2):
+        every = list(dict.fromkeys([*ids, *pair, new_id]))
+        fresh = torch.randperm(max(every) * 3 + 30, generator=g)[: len(every)]
+        relabel = dict(zip(every, fresh.tolist(), strict=True))
+        relabelled = [relabel[i] for i in ids] * times
+        twins.append((relabelled, tuple(relabel[i] for i in pair), relabel[new_id]))
+    return twins
+
+
 MERGE_PAIR = Exercise(
     key="merge_pair",
     function="merge_pair",
@@ -322,6 +362,7 @@ MERGE_PAIR = Exercise(
         ),
         Check("returns a list", _merge_pure_cases, _judge_merge_pure, PROPERTY),
     ),
+    twins=_relabelled_merge,
 )
 
 # --- Exercise 3: an embedding lookup as a one-hot matrix product --------------------

@@ -10,6 +10,9 @@ from .core import (
     Exercise,
     Failed,
     close,
+    one_size_at_a_time,
+    other_divisor,
+    resized,
     returned_values,
     seeded_randn,
     unseen_check,
@@ -282,6 +285,18 @@ def _random_counts(g):
     return cases
 
 
+def _resize_count(case, i, g):
+    """One size of (D, H, bias) changed: D (a multiple of H), or H (another
+    divisor of D); bias kept."""
+    D, H, bias = case
+    if i == 0:
+        return (resized(D, g, multiple_of=H), H, bias)
+    if i == 1:
+        other = other_divisor(D, H, g)
+        return None if other is None else (D, other, bias)
+    return None
+
+
 COUNT = Exercise(
     "mha_parameter_count",
     "mha_parameter_count",
@@ -291,6 +306,7 @@ COUNT = Exercise(
         Check("4D² (+4D biases), for any H", _count_cases, _judge_count),
         unseen_check("the same for unseen sizes", _random_counts, _judge_count),
     ),
+    twins=lambda case, g: one_size_at_a_time(case, g, _resize_count),
 )
 
 # --- Exercise 5: weights from torch --------------------------------------------------------

@@ -23,6 +23,9 @@ from .core import (
     Failed,
     close,
     each_value,
+    one_size_at_a_time,
+    other_divisor,
+    resized,
     returned_values,
     seeded_randn,
     unseen_check,
@@ -696,6 +699,20 @@ def _random_counts(g):
     return cases
 
 
+def _resize_count(case, i, g):
+    """One size of (D, H, d_mlp[, bias]) changed: D (a multiple of H), H
+    (another divisor of D) or d_mlp; bias, or its omission, kept."""
+    D, H, d_mlp, *bias = case
+    if i == 0:
+        return (resized(D, g, multiple_of=H), H, d_mlp, *bias)
+    if i == 1:
+        other = other_divisor(D, H, g)
+        return None if other is None else (D, other, d_mlp, *bias)
+    if i == 2:
+        return (D, H, resized(d_mlp, g), *bias)
+    return None
+
+
 COUNT = Exercise(
     "block_parameter_count",
     "block_parameter_count",
@@ -709,6 +726,7 @@ COUNT = Exercise(
         ),
         unseen_check("the same for unseen sizes", _random_counts, _judge_count),
     ),
+    twins=lambda case, g: one_size_at_a_time(case, g, _resize_count),
 )
 
 EXERCISES: dict[str, Exercise] = {

@@ -33,6 +33,8 @@ from .core import (
     Failed,
     close,
     each_value,
+    one_size_at_a_time,
+    resized,
     returned_values,
     seeded_randn,
     unseen,
@@ -187,6 +189,12 @@ def _judge_distance(cases, outcomes):
             )
 
 
+def _resize_table(case, i, g):
+    """N, or D (even), changed."""
+    N, D = case
+    return (resized(N, g), D) if i == 0 else (N, resized(D, g, multiple_of=2))
+
+
 SINUSOIDAL = Exercise(
     "sinusoidal_table",
     "sinusoidal_table",
@@ -203,6 +211,7 @@ SINUSOIDAL = Exercise(
             PROPERTY,
         ),
     ),
+    twins=lambda case, g: one_size_at_a_time(case, g, _resize_table),
 )
 
 # --- Exercise 2: applying RoPE --------------------------------------------------------
@@ -811,6 +820,16 @@ def _judge_diagonal(cases, outcomes):
             )
 
 
+def _resize_alibi(case, i, g):
+    """H (another power of two, the next or the one before) or N changed."""
+    H, N = case
+    if i == 0:
+        halved = [H // 2] if H > 1 else []
+        choices = [*halved, 2 * H]
+        return (choices[int(torch.randint(len(choices), (), generator=g))], N)
+    return (H, resized(N, g))
+
+
 ALIBI = Exercise(
     "alibi",
     "alibi",
@@ -826,6 +845,7 @@ ALIBI = Exercise(
             PROPERTY,
         ),
     ),
+    twins=lambda case, g: one_size_at_a_time(case, g, _resize_alibi),
 )
 
 EXERCISES: dict[str, Exercise] = {

@@ -32,7 +32,12 @@ from .core import (
     close,
     each_value,
     expect_returned_shape,
+    fresh_values,
+    grown,
+    jittered,
     names_the_sizes,
+    one_size_at_a_time,
+    resized,
     returned_values,
     seeded_randn,
     sizes_p_does_not_divide,
@@ -229,6 +234,18 @@ def _judge_embedding_error(cases, outcomes):
             )
 
 
+def _patch_embedding_twins(case, g):
+    """Fresh values; and a grown twin: the batch, the image's sides and D
+    doubled, C and p kept (the weight's C·p·p columns must still fit)."""
+    images, weight, bias, p = case
+    batch = 2 if images.shape[0] >= 2 else 1
+    more_images = jittered(images.repeat(batch, 1, 2, 2), g)
+    return [
+        fresh_values(case, g),
+        (more_images, jittered(weight.repeat(2, 1), g), jittered(bias.repeat(2), g), p),
+    ]
+
+
 EMBEDDING = Exercise(
     "embed_patches",
     "embed_patches",
@@ -250,6 +267,7 @@ EMBEDDING = Exercise(
             PROPERTY,
         ),
     ),
+    twins=_patch_embedding_twins,
 )
 
 # --- Exercise 2: the class token and the positions ----------------------------------
@@ -383,6 +401,20 @@ def _judge_same_x0(cases, outcomes):
             )
 
 
+def _class_token_twins(case, g):
+    """Fresh values; and a grown twin: B (when 2 or more), N and D doubled, the
+    position table's rows N, or N + 1 with a class token, to match."""
+    x, cls, positions = case
+    B, N, _ = x.shape
+    extra = positions.shape[0] - N  # 1: a row for the class token
+    more_x = jittered(x.repeat(2 if B >= 2 else 1, 2, 2), g)
+    more_positions = jittered(positions.repeat(3, 2)[: 2 * N + extra], g)
+    return [
+        fresh_values(case, g),
+        (more_x, jittered(cls.repeat(2), g), more_positions),
+    ]
+
+
 CLASS_TOKEN = Exercise(
     "vit_input",
     "vit_input",
@@ -398,6 +430,7 @@ CLASS_TOKEN = Exercise(
             PROPERTY,
         ),
     ),
+    twins=_class_token_twins,
 )
 
 # --- Exercise 3: the pooled head ------------------------------------------------------
@@ -823,6 +856,16 @@ def _judge_identity(cases, outcomes):
             )
 
 
+def _rollout_twins(case, g):
+    """Fresh attention maps of the same shapes, and grown ones (B, H and L
+    doubled), rows summing to 1 again; the residual flag, or its omission,
+    kept."""
+    maps, *residual = case
+    fresh = [m / m.sum(dim=-1, keepdim=True) for m in fresh_values(maps, g)]
+    more = [m / m.sum(dim=-1, keepdim=True) for m in grown(maps, g)]
+    return [(fresh, *residual), (more, *residual)]
+
+
 ROLLOUT = Exercise(
     "rollout",
     "rollout",
@@ -836,6 +879,7 @@ ROLLOUT = Exercise(
             "no mixing gives the identity", _identity_cases, _judge_identity, PROPERTY
         ),
     ),
+    twins=_rollout_twins,
 )
 
 # --- Exercise 5: what patches cost ------------------------------------------------------
@@ -966,6 +1010,24 @@ def _random_flops(g):
     return cases
 
 
+def _resize_flops(case, i, g):
+    """One size of a ViT changed: the grid's side (the image a multiple of p
+    still), p (the grid kept), C, D, d_mlp, the depth or the classes; the class
+    token kept."""
+    image, p, *rest = case
+    side = image // p
+    if i == 0:
+        return (resized(side, g) * p, p, *rest)
+    if i == 1:
+        q = resized(p, g)
+        return (side * q, q, *rest)
+    if i < len(case) - 1:
+        changed = list(case)
+        changed[i] = resized(case[i], g)
+        return tuple(changed)
+    return None
+
+
 FLOPS = Exercise(
     "vit_flops",
     "vit_flops",
@@ -975,6 +1037,7 @@ FLOPS = Exercise(
         Check("equals tc.vit.flop_count", _flop_cases, _judge_flops),
         unseen_check("the same for unseen models", _random_flops, _judge_flops),
     ),
+    twins=lambda case, g: one_size_at_a_time(case, g, _resize_flops),
 )
 
 EXERCISES: dict[str, Exercise] = {

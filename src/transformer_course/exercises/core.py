@@ -28,6 +28,13 @@ score, and once they all pass the unseen and property checks add theirs. A
 function that ignores its inputs earns nothing for returning the right shape.
 Every exercise also gets the property check "leaves its inputs unchanged".
 
+**Twins.** The unseen check also judges a *twin* of every fixed case: the same
+shapes, dtypes, flags and omitted defaults, the same zeros, infinities and ties,
+but fresh values (see :func:`fresh_values`; an exercise whose inputs are sizes
+or texts names its own twin). A wrong general rule that only a fixed case would
+catch, with a table of that case's answer, is then wrong on its twin: whatever
+kind of input the fixed cases hold, the unseen inputs hold it too.
+
 Used by every exercise notebook (exercises/NN_topic.ipynb) through
 ``transformer_course.exercises.chNN`` modules.
 """
@@ -35,6 +42,7 @@ Used by every exercise notebook (exercises/NN_topic.ipynb) through
 from __future__ import annotations
 
 import io
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,9 +63,15 @@ __all__ = [
     "call_cases",
     "close",
     "each_value",
+    "fresh_values",
+    "grown",
+    "jittered",
     "judge_outcomes",
+    "one_size_at_a_time",
+    "other_divisor",
     "outcome_from_dict",
     "report_from_outcomes",
+    "resized",
     "returned_values",
     "run_exercise",
     "seeded_randn",
@@ -143,6 +157,10 @@ class Exercise:
         checks: the battery of checks; at least one value check.
         forbidden: keys of :data:`.runner.FORBIDDEN`: functions the learner
             must not call (the exercise asks them to write it themselves).
+        twins: ``twins(case, generator)`` makes a fixed case's twins, a list
+            of cases (see the module docstring): one case of
+            :func:`fresh_values` unless the exercise's inputs need their own
+            (sizes that must divide, texts, ids).
     """
 
     key: str
@@ -151,16 +169,200 @@ class Exercise:
     points: int
     checks: tuple[Check, ...]
     forbidden: tuple[str, ...] = ()
+    twins: Callable[[tuple, torch.Generator], list[tuple]] | None = None
 
     def __post_init__(self):
         if not any(c.kind == VALUE for c in self.checks):
             raise ValueError(f"{self.key}: expected at least one value check")
-        unknown = set(self.forbidden) - set(runner.FORBIDDEN)
-        if unknown:
+        unseen_checks = [c for c in self.checks if c.kind == UNSEEN]
+        if len(unseen_checks) != 1:
             raise ValueError(
-                f"{self.key}: forbidden keys must be among {sorted(runner.FORBIDDEN)}, "
-                f"got {sorted(unknown)}"
+                f"{self.key}: expected one unseen check, got {len(unseen_checks)}"
             )
+        (drawn,) = unseen_checks
+        with_twins = Check(
+            drawn.name,
+            _with_twins(drawn.cases, self),
+            drawn.judge,
+            UNSEEN,
+            drawn.weight,
+        )
+        checks = tuple(with_twins if c is drawn else c for c in self.checks)
+        object.__setattr__(self, "checks", checks)
+        object.__setattr__(self, "drawn_cases", drawn.cases)
+
+    def drawn_cases(self) -> list[tuple]:  # replaced in __post_init__
+        """The unseen check's inputs drawn afresh, without the twins."""
+        raise NotImplementedError
+
+    def fixed_cases(self) -> list[tuple]:
+        """The value checks' inputs, in order: the cases a table could hold."""
+        return [case for c in self.checks if c.kind == VALUE for case in c.cases()]
+
+    def twin_cases(self, g: torch.Generator) -> list[tuple]:
+        """The twins of every fixed case (see the module docstring), from ``g``."""
+        twins = self.twins or _fresh_twin
+        return [tuple(twin) for case in self.fixed_cases() for twin in twins(case, g)]
+
+
+def _with_twins(drawn, exercise: Exercise):
+    """The unseen check's cases: ``drawn()``, then the exercise's twins of its
+    fixed cases, from an unpredictable seed of their own."""
+
+    def cases() -> list[tuple]:
+        seed = int.from_bytes(os.urandom(4), "big")
+        return list(drawn()) + exercise.twin_cases(torch.Generator().manual_seed(seed))
+
+    return cases
+
+
+def _fresh_twin(case: tuple, g: torch.Generator) -> list[tuple]:
+    return [fresh_values(case, g), grown(case, g)]
+
+
+def one_size_at_a_time(case: tuple, g: torch.Generator, resize) -> list[tuple]:
+    """Twins of a case of sizes: for each argument in turn, a case in which
+    ``resize(case, i, g)`` changed argument ``i`` (and whatever must change
+    with it), the others kept; ``resize`` returns None for an argument it
+    keeps (a flag, a choice). A rule that goes wrong for, say, twelve layers
+    is then tried with twelve layers and every other size fresh."""
+    twins = []
+    for i in range(len(case)):
+        changed = resize(case, i, g)
+        if changed is not None:
+            twins.append(tuple(changed))
+    return twins
+
+
+def fresh_values(case: Any, g: torch.Generator) -> Any:
+    """A fixed case's twin: every floating tensor's values drawn afresh, its
+    shape, dtype and structure kept.
+
+    Each distinct value v becomes v·a·(1 + u_v), with a in [0.8, 1.25] for the
+    whole tensor and u_v in [-0.4, 0.4] for each distinct value: zeros,
+    infinities, NaNs, signs and ties stay (a row of equal scores stays equal, a
+    large score stays large), the values and their order do not. Integer
+    tensors (ids, positions) are relabelled by a random permutation of
+    0..max, so ids stay ids of the same table and equal ids stay equal. Python
+    numbers, strings, booleans and None (sizes, flags, settings) are kept, and
+    lists, tuples and dicts are walked.
+    """
+    if isinstance(case, torch.Tensor):
+        if case.is_floating_point():
+            return _fresh_floats(case, g)
+        if case.dtype in (torch.int64, torch.int32, torch.int16, torch.int8):
+            return _relabelled(case, g)
+        return case.clone()
+    if type(case) in (list, tuple):
+        return type(case)(fresh_values(item, g) for item in case)
+    if type(case) is dict:
+        return {key: fresh_values(value, g) for key, value in case.items()}
+    return case
+
+
+def grown(case: Any, g: torch.Generator) -> Any:
+    """A fixed case's grown twin: every size of 2 or more doubled, in every
+    tensor's shape and every Python int (a head count, a patch size, an
+    offset, top-k), so that the sizes still fit one another: D = H·d,
+    a patch size that divides the image, the rows of a table the ids index.
+    Sizes of 1 stay 1, and ranks, dtypes, flags and choices stay.
+
+    Values are the case's own, tiled, each tile given fresh values as
+    :func:`fresh_values` gives them (its zeros, infinities, NaNs and ties
+    kept; the same values in the two halves of a row, so that a row of equal
+    values stays one), ids relabelled within the grown range: a rule
+    that goes wrong only past some size that a fixed case reaches, with a table
+    keyed on the fixed cases' shapes, goes wrong here.
+    """
+    if isinstance(case, torch.Tensor):
+        grown_tensor = case.repeat(*(2 if n >= 2 else 1 for n in case.shape))
+        if case.is_floating_point():  # each tile with fresh values of its own,
+            # the same along the last axis, where a row of equal values stays one
+            *leading, last = case.shape
+            for tile in itertools.product(
+                *(
+                    [slice(0, n), slice(n, 2 * n)] if n >= 2 else [slice(None)]
+                    for n in leading
+                )
+            ):
+                fresh = _fresh_floats(case, g)
+                grown_tensor[tile] = fresh.repeat(
+                    *[1] * len(leading), 2 if last >= 2 else 1
+                )
+            return grown_tensor
+        if case.dtype in (torch.int64, torch.int32, torch.int16, torch.int8):
+            if grown_tensor.numel() == 0 or int(grown_tensor.max()) <= 0:
+                return grown_tensor
+            high = 2 * int(grown_tensor.max()) + 2
+            permutation = torch.randperm(high, generator=g)
+            relabelled = permutation[grown_tensor.clamp(min=0).long()].to(case.dtype)
+            return torch.where(grown_tensor >= 0, relabelled, grown_tensor)
+        return grown_tensor
+    if type(case) is int:
+        return 2 * case if case >= 2 else case
+    if type(case) in (list, tuple):
+        return type(case)(grown(item, g) for item in case)
+    if type(case) is dict:
+        return {key: grown(value, g) for key, value in case.items()}
+    return case
+
+
+def jittered(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Each value of a floating tensor times its own factor in [0.6, 1.4]:
+    zeros, infinities, NaNs and signs kept."""
+    factor = 1 + 0.4 * (2 * torch.rand(x.shape, generator=g, dtype=torch.float64) - 1)
+    return torch.where(torch.isfinite(x), x.double() * factor, x.double()).to(x.dtype)
+
+
+def _fresh_floats(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    if x.numel() == 0:
+        return x.clone()
+    distinct, index = torch.unique(x.detach().double(), return_inverse=True)
+    scale = 0.8 + 0.45 * float(torch.rand((), generator=g, dtype=torch.float64))
+    jitter = 0.8 * torch.rand(distinct.shape, generator=g, dtype=torch.float64) - 0.4
+    moved = torch.where(
+        torch.isfinite(distinct), distinct * scale * (1 + jitter), distinct
+    )
+    # 8 significant bits: a row of equal values sums, and averages, exactly
+    mantissa, exponent = torch.frexp(moved)
+    moved = torch.where(
+        torch.isfinite(moved),
+        torch.ldexp(torch.round(mantissa * 256) / 256, exponent),
+        moved,
+    )
+    return moved[index].to(x.dtype)
+
+
+def _relabelled(ids: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Non-negative ints relabelled by a random permutation of 0..max (negative
+    ones, e.g. an index to ignore, kept)."""
+    if ids.numel() == 0 or int(ids.max()) <= 0:
+        return ids.clone()
+    permutation = torch.randperm(int(ids.max()) + 1, generator=g)
+    return torch.where(
+        ids >= 0, permutation[ids.clamp(min=0).long()].to(ids.dtype), ids
+    )
+
+
+def other_divisor(n: int, d: int, g: torch.Generator) -> int | None:
+    """A divisor of ``n`` other than ``d``, the nearer ones likelier (a head
+    count for a width); None when ``n`` has no other."""
+    divisors = [k for k in range(1, n + 1) if n % k == 0 and k != d]
+    if not divisors:
+        return None
+    divisors.sort(key=lambda k: abs(k - d))
+    near = divisors[: max(1, min(3, len(divisors)))]
+    return near[int(torch.randint(len(near), (), generator=g))]
+
+
+def resized(n: int, g: torch.Generator, *, multiple_of: int = 1) -> int:
+    """A size other than ``n``, near it (about 0.75 n to 1.35 n, and at least
+    one step away), and a multiple of ``multiple_of``: for the twins of
+    exercises whose inputs are sizes."""
+    low = max(1, int(0.75 * n) // multiple_of)
+    high = max(low + 1, int(1.35 * n) // multiple_of + 1, n // multiple_of + 1)
+    choices = [k * multiple_of for k in range(low, high + 1) if k * multiple_of != n]
+    return choices[int(torch.randint(len(choices), (), generator=g))]
 
 
 @dataclass(frozen=True)
