@@ -468,6 +468,10 @@ def test_numeric_quizzes_start_blank():
         ("1_000", 1000.0),
         ("1e3", 1000.0),
         ("-2.5", -2.5),
+        ("38 597 376", 38_597_376.0),  # spaces between thousands
+        ("38\u202f597\u202f376", 38_597_376.0),  # a narrow no-break space
+        ("38 597,376", None),  # one separator throughout
+        ("3 20", None),
         ("6,4", None),  # a decimal comma is not read as 64
         ("3,20", None),
         ("1,0000", None),
@@ -478,6 +482,15 @@ def test_numeric_quizzes_start_blank():
 )
 def test_numbers_typed_into_a_quiz(typed, number):
     assert widgets.parse_number(typed) == number
+
+
+def test_a_numeric_quiz_reads_its_own_unit():
+    quiz = widgets.Numeric("k", "How many MiB?", "8 × 4 MiB", answer=32, unit="MiB")
+    assert quiz.grade("32 MiB")
+    assert quiz.grade("32mib")
+    assert quiz.grade("32")
+    assert not quiz.grade("32 GiB")
+    assert quiz.blank_message("32 GiB") is not None
 
 
 def test_the_notebook_calls_with_the_cases_as_the_grader_loads_them():

@@ -2,6 +2,7 @@
 stubs: tests/test_exercise_solutions.py)."""
 
 import pytest
+import torch
 from exercise_helpers import namespace_from
 
 from transformer_course.exercises import chapter, core
@@ -116,3 +117,26 @@ def test_chapter_two_is_registered_with_enough_exercises_and_quizzes():
     box.submit.click()
     assert "Correct" in box.feedback.value
     assert set(QUIZZES) <= set(ex.quizzes)
+
+
+@pytest.mark.parametrize(
+    ("divisor", "hint"),
+    [
+        ("e.sum()", "the sum of the whole tensor"),
+        ("e.sum(dim=0, keepdim=True)", "wrong axis"),
+    ],
+)
+def test_a_softmax_divided_by_the_wrong_sum_is_told_so_by_every_check(divisor, hint):
+    """With the row's maximum subtracted, the only mistake is the sum: no check
+    tells this learner to subtract the maximum (issue 21)."""
+    namespace = {"torch": torch}
+    exec(
+        "def stable_softmax(x):\n"
+        "    e = (x - x.max(dim=-1, keepdim=True).values).exp()\n"
+        f"    return e / {divisor}\n",
+        namespace,
+    )
+    report = core.run_exercise(EXERCISES["stable_softmax"], namespace["stable_softmax"])
+    failed = [r for r in report.results if not r.passed]
+    assert len(failed) == 4
+    assert all(hint in r.hint for r in failed), [r.hint for r in failed]

@@ -7,7 +7,10 @@ loaded from outside, and the book configured to show the HTML.
 
 import base64
 import html
+import json
 import re
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -138,3 +141,45 @@ def test_the_book_shows_the_html_and_jupyter_the_widget():
         assert order.index("text/html") < order.index(WIDGET_VIEW), builder
         # a widget without HTML (a check, the progress table) is still a widget
         assert order.index(WIDGET_VIEW) < order.index("text/plain")
+
+
+NUMBERS_TYPED = [
+    "64",
+    " 1,050,624 ",
+    "38 597 376",
+    "38\u202f597\u202f376",
+    "38 597,376",
+    "6,4",
+    "1_000",
+    "1e3",
+    "-2.5",
+    "32 MiB",
+    "32mib",
+    "32 GiB",
+    "",
+    "inf",
+    "six",
+]
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None, reason="no node to run the page's script"
+)
+def test_the_page_reads_a_typed_number_as_the_notebook_does():
+    """The book's quizzes parse in JavaScript what the notebook's parse in
+    Python: the same numbers, the same refusals, the quiz's unit."""
+    from transformer_course.exercises.widgets import parse_number
+
+    match = re.search(
+        r"var parseNumber = (function \(text, unit\) \{.*?\n    \});", qh._SCRIPT, re.S
+    )
+    assert match, "parseNumber not found in the page's script"
+    program = (
+        f"var parseNumber = {match.group(1)};\n"
+        f"var typed = {json.dumps(NUMBERS_TYPED)};\n"
+        "console.log(JSON.stringify(typed.map(function (t) { return parseNumber(t, 'MiB'); })));\n"
+    )
+    result = subprocess.run(
+        ["node", "-e", program], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == [parse_number(t, "MiB") for t in NUMBERS_TYPED]

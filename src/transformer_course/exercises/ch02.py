@@ -39,18 +39,45 @@ def _softmax_cases():
     ]
 
 
+WHOLE_TENSOR_SUM = (
+    "You divide by the sum of the whole tensor, so the whole tensor sums to 1: "
+    "divide each row by its own sum, e.sum(dim=-1, keepdim=True)."
+)
+WRONG_AXIS = (
+    "The softmax normalises over the wrong axis: each row (the last dimension, "
+    "dim=-1) must sum to 1."
+)
+
+
+def _wrong_sum(x: torch.Tensor, out: torch.Tensor) -> str | None:
+    """The hint for a softmax divided by the wrong sum (the whole tensor's, or
+    along another axis), or None."""
+    if out.shape != x.shape:
+        return None
+    e = torch.exp(x.double() - x.double().amax(-1, keepdim=True))
+    if x.numel() > x.shape[-1] and close(out, e / e.sum(), equal_nan=True):
+        return WHOLE_TENSOR_SUM
+    for axis in range(x.dim() - 1):  # a row's maximum, another axis's sum
+        if close(out, e / e.sum(axis, keepdim=True), equal_nan=True):
+            return WRONG_AXIS
+    if not torch.isfinite(out).all():
+        return None
+    if close(out.sum(-1), torch.ones(x.shape[:-1])):
+        return None
+    if x.numel() > x.shape[-1] and close(out.sum(), torch.tensor(1.0)):
+        return WHOLE_TENSOR_SUM
+    if _normalised_along_another_axis(x, out):
+        return WRONG_AXIS
+    return None
+
+
 def _judge_softmax_axis(cases, outcomes):
     for (x,), out in zip(cases, returned_values(outcomes), strict=True):
         if close(out.sum(-1), torch.ones(x.shape[:-1])):
             continue
-        if (
-            x.dim() > 1
-            and out.shape == x.shape
-            and close(out.sum(-2), torch.ones(out.sum(-2).shape))
-        ):
-            raise Failed(
-                "The softmax normalises over the wrong axis: each row (the last dimension, dim=-1) must sum to 1."
-            )
+        hint = _wrong_sum(x, out)
+        if hint:
+            raise Failed(hint)
         raise Failed(
             "The outputs along the last dimension must be positive and sum to 1."
         )
@@ -59,6 +86,9 @@ def _judge_softmax_axis(cases, outcomes):
 def _judge_softmax_values(cases, outcomes):
     for (x,), out in zip(cases, returned_values(outcomes), strict=True):
         if not close(out, torch.softmax(x, dim=-1)):
+            hint = _wrong_sum(x, out)
+            if hint:
+                raise Failed(hint)
             raise Failed(
                 "Compute exp(x) / sum(exp(x)) along the last dimension; compare with torch.softmax(x, dim=-1)."
             )
@@ -103,11 +133,9 @@ def _judge_softmax_large(cases, outcomes):
     for (x,), out in zip(cases, returned_values(outcomes), strict=True):
         if close(out, torch.softmax(x, dim=-1)):
             continue
-        if _normalised_along_another_axis(x, out):
-            raise Failed(
-                "The softmax normalises over the wrong axis: each row (the last "
-                "dimension, dim=-1) must sum to 1."
-            )
+        hint = _wrong_sum(x, out)
+        if hint:
+            raise Failed(hint)
         plain = torch.exp(x)
         unshifted = close(out, plain / plain.sum(-1, keepdim=True), equal_nan=True)
         wrong_maximum = _with_a_maximum_not_the_rows(x, out)
@@ -527,6 +555,7 @@ QUIZZES = {
         question="Naive attention stores the weights for 8 heads, N = 1024 tokens, batch 1, in float32. How many MiB is that?",
         explanation="8 × 1024 × 1024 weights × 4 bytes = 32 MiB, and it grows with N².",
         answer=32,
+        unit="MiB",
     ),
     "quiz_mask": MultipleChoice(
         key="quiz_mask",

@@ -138,12 +138,17 @@ _SCRIPT = """\
       for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i) ^ stream[i];
       return JSON.parse(new TextDecoder("utf-8").decode(bytes));
     };
-    var parseNumber = function (text) {
+    var parseNumber = function (text, unit) {
       var cleaned = text.trim().replace(/_/g, "");
-      if (cleaned.indexOf(",") >= 0) {
-        // a comma only as a thousands separator: "6,4" is not 64
-        if (!/^[+-]?\\d{1,3}(,\\d{3})+(\\.\\d*)?$/.test(cleaned)) return null;
-        cleaned = cleaned.replace(/,/g, "");
+      if (unit && cleaned.toLowerCase().endsWith(unit.toLowerCase())) {
+        cleaned = cleaned.slice(0, cleaned.length - unit.length).trim();
+      }
+      if (/[, \u00a0\u202f\u2009]/.test(cleaned)) {
+        // a comma or a space only as a thousands separator: "6,4" is not 64
+        var groups = /^[+-]?\\d{1,3}([, \u00a0\u202f\u2009])\\d{3}(\\1\\d{3})*(\\.\\d*)?$/;
+        var match = groups.exec(cleaned);
+        if (!match) return null;
+        cleaned = cleaned.split(match[1]).join("");
       }
       if (!/^[+-]?(\\d+\\.?\\d*|\\.\\d+)(e[+-]?\\d+)?$/i.test(cleaned)) return null;
       var value = Number(cleaned);
@@ -157,7 +162,7 @@ _SCRIPT = """\
       }
       var text = form.querySelector("input[name=number]").value;
       if (!text.trim()) return {message: data.blank};
-      var value = parseNumber(text);
+      var value = parseNumber(text, data.unit);
       if (value === null) {
         return {message: data.invalid.replace("{value}", "'" + text + "'")};
       }
@@ -258,7 +263,12 @@ def choice_quiz_html(
 
 
 def number_quiz_html(
-    key: str, question: str, answer: float, rel_tol: float, explanation: str
+    key: str,
+    question: str,
+    answer: float,
+    rel_tol: float,
+    explanation: str,
+    unit: str = "",
 ) -> str:
     """A numeric quiz: a text box that starts empty, right within ``rel_tol``."""
     control = (
@@ -271,5 +281,6 @@ def number_quiz_html(
         "blank": TYPE_FIRST,
         "invalid": NOT_A_NUMBER,
         "explanation": explanation,
+        "unit": unit,
     }
     return _form(key, "number", question, control, payload)

@@ -420,11 +420,16 @@ class MultipleChoice(_Quiz):
         )
 
 
-_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?")
+#: Thousands separators a learner may type: a comma, or a space (plain,
+#: no-break, narrow no-break, thin), the same one throughout.
+_THOUSANDS = re.compile(
+    r"[+-]?\d{1,3}(?P<sep>[, \u00a0\u202f\u2009])\d{3}((?P=sep)\d{3})*(\.\d*)?"
+)
 
 
-def parse_number(text: object) -> float | None:
-    """A number typed by a learner ("1,050,624", "1e6", " 64 "), or None.
+def parse_number(text: object, unit: str = "") -> float | None:
+    """A number typed by a learner ("1,050,624", "38 597 376", "1e6", " 64 ",
+    "32 MiB" where the question's ``unit`` is MiB), or None.
 
     A comma is read only as a thousands separator: "6,4" is not a number (it
     could be a decimal comma), rather than 64.
@@ -434,10 +439,13 @@ def parse_number(text: object) -> float | None:
     if not isinstance(text, str):
         return None
     cleaned = text.strip().replace("_", "")
-    if "," in cleaned:
-        if not _THOUSANDS.fullmatch(cleaned):
+    if unit and cleaned.lower().endswith(unit.lower()):
+        cleaned = cleaned[: -len(unit)].strip()
+    if any(sep in cleaned for sep in ", \u00a0\u202f\u2009"):
+        match = _THOUSANDS.fullmatch(cleaned)
+        if not match:
             return None
-        cleaned = cleaned.replace(",", "")
+        cleaned = cleaned.replace(match.group("sep"), "")
     try:
         value = float(cleaned)
     except ValueError:
@@ -455,11 +463,12 @@ class Numeric(_Quiz):
 
     answer: float = 0.0
     rel_tol: float = 1e-6
+    unit: str = ""  # e.g. "MiB": "32 MiB" reads as 32
 
     def blank_message(self, value: object) -> str | None:
         if value is None or (isinstance(value, str) and not value.strip()):
             return TYPE_FIRST
-        if parse_number(value) is None:
+        if parse_number(value, self.unit) is None:
             return NOT_A_NUMBER.format(value=repr(value))
         return None
 
@@ -470,7 +479,7 @@ class Numeric(_Quiz):
         return 0.0 if isinstance(self.answer, int) else self.rel_tol
 
     def grade(self, answer: object) -> bool:
-        number = parse_number(answer)
+        number = parse_number(answer, self.unit)
         return number is not None and math.isclose(
             number, self.answer, rel_tol=self.tolerance, abs_tol=1e-12
         )
@@ -485,6 +494,7 @@ class Numeric(_Quiz):
             float(self.answer),
             self.tolerance,
             self.explanation,
+            self.unit,
         )
 
 
