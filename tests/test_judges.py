@@ -348,3 +348,58 @@ def test_grown_twins_double_every_size_but_one_and_keep_rows_of_equal_values():
     assert more[0, 0, 0] != more[0, 2, 0]  # each tile has values of its own
     assert more[0, 1, 5] == 0
     assert more[0, 3, 2] == 0
+
+
+def _float_inputs(case):
+    for value in case:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            yield value
+        elif type(value) in (list, tuple):
+            yield from _float_inputs(value)
+        elif type(value) is dict:
+            yield from _float_inputs(tuple(value.values()))
+
+
+def _short_mantissa(x: torch.Tensor) -> bool:
+    """Every finite value with at most 8 significant bits (the tenth red team's
+    test for a twin)."""
+    values = x[torch.isfinite(x)].double()
+    mantissa, _ = torch.frexp(values)
+    return bool((mantissa * 256 == torch.round(mantissa * 256)).all())
+
+
+def test_a_twin_does_not_give_itself_away():
+    """Twins of inputs drawn from randn look drawn: values of full precision,
+    no resemblance to the fixed case they replace (correlation, signs), no
+    grown row made of two equal halves. (The tenth red team recognised every
+    twin by its 8-bit values, so that a wrong rule could switch itself off on
+    twins.)"""
+    correlations, same_signs, looked = [], [], 0
+    g = torch.Generator().manual_seed(11)
+    for number, key in CASES:
+        exercise = chapter(number).exercises[key]
+        if exercise.twins is not None:  # sizes, texts, ids: no values to resemble
+            continue
+        for case in exercise.fixed_cases():
+            fresh, more = core.fresh_values(case, g), core.grown(case, g)
+            for x, y, z in zip(
+                _float_inputs(case),
+                _float_inputs(fresh),
+                _float_inputs(more),
+                strict=True,
+            ):
+                if torch.unique(x).numel() < 12 or not torch.isfinite(x).all():
+                    continue  # a special case: its kind is in its values
+                looked += 1
+                assert not _short_mantissa(y), (key, "fresh")
+                assert not _short_mantissa(z), (key, "grown")
+                pair = torch.stack([x.flatten().double(), y.flatten().double()])
+                correlations.append(float(torch.corrcoef(pair)[0, 1]))
+                same_signs.append(float((x.sign() == y.sign()).double().mean()))
+                if z.shape[-1] == 2 * x.shape[-1]:
+                    half = x.shape[-1]
+                    assert not torch.equal(z[..., :half], z[..., half:]), key
+    assert looked > 50
+    assert abs(sum(correlations) / len(correlations)) < 0.1
+    assert max(abs(c) for c in correlations) < 0.8
+    assert 0.4 < sum(same_signs) / len(same_signs) < 0.6

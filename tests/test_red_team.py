@@ -947,6 +947,60 @@ GAPS.update(
 )
 
 
+# The tenth pass: a softmax without its maximum subtracted (every exercise with a
+# softmax inside but the softmax's own met scores under 88 only), merges of ids
+# kept below 256 (bytes), a vocabulary capped at 60 characters.
+GAPS.update(
+    {
+        (
+            2,
+            "attention_weights",
+            "no maximum subtracted",
+        ): 'def attention_weights(q, k, mask=None):\n    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n    if mask is not None:\n        s = s.masked_fill(~mask, float("-inf"))\n    e = torch.exp(s)                    # wrong: no max subtracted (nan once a score passes 88)\n    return e / e.sum(-1, keepdim=True)\n',
+        (
+            2,
+            "attention",
+            "no maximum subtracted",
+        ): "def attention(q, k, v):\n    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n    e = torch.exp(s)                    # wrong: no max subtracted (nan once a score passes 88)\n    return (e / e.sum(-1, keepdim=True)) @ v\n",
+        (
+            3,
+            "multihead_forward",
+            "no maximum subtracted",
+        ): "def multihead_forward(x, W_qkv, W_o, n_heads):\n    B, N, D = x.shape\n    d = D // n_heads\n    q, k, v = (t.reshape(B, N, n_heads, d).transpose(1, 2) for t in (x @ W_qkv.T).split(D, -1))\n    s = q @ k.transpose(-2, -1) / d ** 0.5\n    e = torch.exp(s)                    # wrong: no max subtracted\n    return ((e / e.sum(-1, keepdim=True)) @ v).transpose(1, 2).reshape(B, N, D) @ W_o.T\n",
+        (
+            6,
+            "causal_attention_weights",
+            "no maximum subtracted",
+        ): "def causal_attention_weights(scores):\n    N = scores.shape[-1]\n    keep = torch.ones(N, N, dtype=torch.bool).tril()\n    e = torch.exp(scores).masked_fill(~keep, 0.0)   # wrong: no max subtracted\n    return e / e.sum(-1, keepdim=True)\n",
+        (
+            6,
+            "next_token_loss",
+            "no maximum subtracted",
+        ): "def next_token_loss(logits, ids):\n    z = logits[:, :-1]\n    target = ids[:, 1:]\n    lse = torch.log(torch.exp(z).sum(-1))          # wrong: log-sum-exp without the max (inf once a logit passes 88)\n    picked = z.gather(-1, target[..., None])[..., 0]\n    return (lse - picked).mean()\n",
+        (
+            6,
+            "next_token_probs",
+            "no maximum subtracted",
+        ): 'def next_token_probs(logits, temperature, top_k=None):\n    z = logits / temperature\n    if top_k is not None:\n        kth = z.topk(top_k, dim=-1).values[..., -1:]\n        z = z.masked_fill(z < kth, float("-inf"))\n    e = torch.exp(z)                       # wrong: no max subtracted, overflows (inf/inf = nan) once logits/T > 88\n    return e / e.sum(-1, keepdim=True)\n',
+        (
+            6,
+            "attend_with_cache",
+            "no maximum subtracted",
+        ): "def attend_with_cache(q, k, v, k_cache, v_cache, length):\n    N = q.shape[-2]\n    k_cache, v_cache = k_cache.clone(), v_cache.clone()\n    k_cache[..., length:length + N, :] = k\n    v_cache[..., length:length + N, :] = v\n    K, V = k_cache[..., :length + N, :], v_cache[..., :length + N, :]\n    s = q @ K.transpose(-2, -1) / q.shape[-1] ** 0.5\n    keep = torch.ones(N, length + N, dtype=torch.bool).tril(diagonal=length)\n    e = torch.exp(s).masked_fill(~keep, 0.0)      # wrong: no max subtracted\n    return (e / e.sum(-1, keepdim=True)) @ V, k_cache, v_cache\n",
+        (
+            1,
+            "merge_pair",
+            "ids below 256",
+        ): "def merge_pair(ids, pair, new_id):\n    # ids stored as bytes: bytes.replace merges non-overlapping occurrences left to right\n    return list(bytes(ids).replace(bytes(pair), bytes([new_id])))\n",
+        (
+            1,
+            "build_char_vocab",
+            "60 characters",
+        ): "def build_char_vocab(text):\n    chars = sorted(set(text))[:60]   # wrong: a vocabulary of at most 60 characters\n    return {c: i for i, c in enumerate(chars)}\n",
+    }
+)
+
+
 @pytest.mark.parametrize("where", list(GAPS), ids=lambda w: "-".join(map(str, w)))
 def test_what_the_unseen_inputs_cover(where):
     from exercise_helpers import namespace_from
@@ -1001,6 +1055,8 @@ NOT_A_TWINS_MATTER = {
     (4, "layer_norm", "default eps"),
     (4, "block_parameter_count", "default bias"),
     (1, "merge_pair", "new_id < 10"),
+    (1, "merge_pair", "ids below 256"),
+    (1, "build_char_vocab", "60 characters"),
 }
 
 
@@ -1029,3 +1085,19 @@ def test_the_twins_alone_catch_a_wrong_rule_that_a_fixed_case_catches(where):
         outcomes = core.call_cases(function, loaded, exercise.forbidden)
         result = core.judge_outcomes(unseen, twins, outcomes)
         assert not result.passed, (where, seed)
+
+
+def test_a_softmax_that_overflows_is_told_why():
+    """The tenth pass's naive softmax fails on the loud twins, and the hint says
+    what went wrong: exp overflows past 88."""
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    for where in [w for w in GAPS if w[2:] == ("no maximum subtracted",)]:
+        number, key, _ = where
+        exercise = chapter(number).exercises[key]
+        function = namespace_from([GAPS[where]])[exercise.function]
+        report = core.run_exercise(exercise, function)
+        assert report.score == 0, where
+        assert "overflows past 88" in report.first_hint, (where, report.first_hint)

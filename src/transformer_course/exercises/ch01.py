@@ -66,6 +66,14 @@ def _judge_vocab_ids(cases, outcomes):
     returned_values(outcomes, object)
     for (text,), outcome in zip(cases, outcomes, strict=True):
         vocab = outcome.value
+        missing = sorted(set(text) - set(vocab))
+        if missing:
+            raise Failed(
+                f"A text with {len(set(text))} distinct characters needs all of "
+                f"them in its vocabulary; {len(missing)} are missing (such as "
+                f"{shown(missing[:5])}). Build it from sorted(set(text)), whatever "
+                "its size."
+            )
         ids = sorted(vocab.values())
         repeated = len(text) != len(set(text))
         if repeated and vocab == {c: i for i, c in enumerate(sorted(text))}:
@@ -121,6 +129,11 @@ def _random_texts(g):
     texts.append(
         "".join(chr(int(torch.randint(a, b, (), generator=g))) for a, b in _CODE_RANGES)
     )
+    # and a long one, of a vocabulary larger than tiny Shakespeare's 65 characters
+    n = int(torch.randint(100, 400, (), generator=g))
+    printable = torch.randint(32, 127, (n,), generator=g).tolist()
+    wide = torch.randint(0xA0, 0x250, (n // 2,), generator=g).tolist()
+    texts.append("".join(chr(c) for c in printable + wide))
     return [(text,) for text in texts]
 
 
@@ -311,6 +324,14 @@ def _random_merges(g):
     a, b, x, y = (1 + i for i in draw(4, 9))
     trap = [10 * x + a, b, a, 10 * b + y, a, b]
     cases.append((trap[: int(torch.randint(4, 7, (), generator=g))], (a, b), 99))
+    # and a merge as byte-level BPE makes them: ids of bytes and of earlier
+    # merges (256 and up), a new id past them all
+    vocab = 256 + int(torch.randint(1, 200, (), generator=g))
+    alphabet = [int(i) for i in torch.randint(0, vocab, (5,), generator=g)]
+    alphabet[0] = int(torch.randint(256, vocab, (), generator=g))  # a merged id
+    ids = [alphabet[i] for i in draw(int(torch.randint(6, 30, (), generator=g)), 5)]
+    pair = (alphabet[0], alphabet[int(torch.randint(0, 5, (), generator=g))])
+    cases.append((ids, pair, vocab))
     return cases
 
 
@@ -333,7 +354,7 @@ def _relabelled_merge(case, g):
     twins = []
     for times in (1, 2):
         every = list(dict.fromkeys([*ids, *pair, new_id]))
-        fresh = torch.randperm(max(every) * 3 + 30, generator=g)[: len(every)]
+        fresh = torch.randperm(max(every) * 3 + 300, generator=g)[: len(every)]
         relabel = dict(zip(every, fresh.tolist(), strict=True))
         relabelled = [relabel[i] for i in ids] * times
         twins.append((relabelled, tuple(relabel[i] for i in pair), relabel[new_id]))

@@ -218,6 +218,7 @@ SOFTMAX = Exercise(
         ),
     ),
     forbidden=("softmax",),
+    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 # --- Exercise 2: attention weights ------------------------------------------------
@@ -356,6 +357,7 @@ WEIGHTS = Exercise(
             PROPERTY,
         ),
     ),
+    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 # --- Exercise 3: single-head attention --------------------------------------------
@@ -459,6 +461,7 @@ ATTENTION = Exercise(
         ),
     ),
     forbidden=("scaled_dot_product_attention",),
+    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 # --- Exercise 4: an additive score ------------------------------------------------

@@ -240,6 +240,7 @@ CAUSAL_WEIGHTS = Exercise(
         ),
     ),
     forbidden=("scaled_dot_product_attention",),
+    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 # --- Exercise 2: the next-token loss -------------------------------------------------
@@ -408,6 +409,7 @@ NEXT_TOKEN_LOSS = Exercise(
             PROPERTY,
         ),
     ),
+    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 # --- Exercise 3: temperature and top-k -----------------------------------------------
@@ -577,6 +579,7 @@ NEXT_TOKEN_PROBS = Exercise(
         ),
         Check("top_k = 1 is greedy", _greedy_cases, _judge_greedy, PROPERTY),
     ),
+    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 # --- Exercise 4: attention with a KV cache -------------------------------------------
@@ -811,6 +814,7 @@ ATTEND_WITH_CACHE = Exercise(
             PROPERTY,
         ),
     ),
+    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 EXERCISES: dict[str, Exercise] = {

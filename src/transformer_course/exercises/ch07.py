@@ -32,9 +32,9 @@ from .core import (
     close,
     each_value,
     expect_returned_shape,
+    fresh_tiles,
     fresh_values,
     grown,
-    jittered,
     names_the_sizes,
     one_size_at_a_time,
     resized,
@@ -239,10 +239,15 @@ def _patch_embedding_twins(case, g):
     doubled, C and p kept (the weight's C·p·p columns must still fit)."""
     images, weight, bias, p = case
     batch = 2 if images.shape[0] >= 2 else 1
-    more_images = jittered(images.repeat(batch, 1, 2, 2), g)
+    more_images = fresh_tiles(images, (batch, 1, 2, 2), g)
     return [
         fresh_values(case, g),
-        (more_images, jittered(weight.repeat(2, 1), g), jittered(bias.repeat(2), g), p),
+        (
+            more_images,
+            fresh_tiles(weight, (2, 1), g),
+            fresh_tiles(bias, (2,), g),
+            p,
+        ),
     ]
 
 
@@ -407,11 +412,13 @@ def _class_token_twins(case, g):
     x, cls, positions = case
     B, N, _ = x.shape
     extra = positions.shape[0] - N  # 1: a row for the class token
-    more_x = jittered(x.repeat(2 if B >= 2 else 1, 2, 2), g)
-    more_positions = jittered(positions.repeat(3, 2)[: 2 * N + extra], g)
+    more_x = fresh_tiles(x, (2 if B >= 2 else 1, 2, 2), g)
+    more_positions = fresh_tiles(positions, (2, 2), g)
+    extra_rows = fresh_tiles(positions, (1, 2), g)  # a third tile: for 2N + 1 rows
+    more_positions = torch.cat([more_positions, extra_rows])[: 2 * N + extra]
     return [
         fresh_values(case, g),
-        (more_x, jittered(cls.repeat(2), g), more_positions),
+        (more_x, fresh_tiles(cls, (2,), g), more_positions),
     ]
 
 
@@ -861,8 +868,8 @@ def _rollout_twins(case, g):
     doubled), rows summing to 1 again; the residual flag, or its omission,
     kept."""
     maps, *residual = case
-    fresh = [m / m.sum(dim=-1, keepdim=True) for m in fresh_values(maps, g)]
-    more = [m / m.sum(dim=-1, keepdim=True) for m in grown(maps, g)]
+    fresh = [m.abs() / m.abs().sum(dim=-1, keepdim=True) for m in fresh_values(maps, g)]
+    more = [m.abs() / m.abs().sum(dim=-1, keepdim=True) for m in grown(maps, g)]
     return [(fresh, *residual), (more, *residual)]
 
 

@@ -31,7 +31,9 @@ Every exercise also gets the property check "leaves its inputs unchanged".
 **Twins.** The unseen check also judges a *twin* of every fixed case: the same
 shapes, dtypes, flags and omitted defaults, the same zeros, infinities and ties,
 but fresh values (see :func:`fresh_values`; an exercise whose inputs are sizes
-or texts names its own twin). A wrong general rule that only a fixed case would
+or texts names its own twin); one with every size doubled (:func:`grown`); and,
+where a softmax is inside, one with scores past where ``exp`` overflows
+(``Exercise.loud``). A wrong general rule that only a fixed case would
 catch, with a table of that case's answer, is then wrong on its twin: whatever
 kind of input the fixed cases hold, the unseen inputs hold it too.
 
@@ -63,9 +65,9 @@ __all__ = [
     "call_cases",
     "close",
     "each_value",
+    "fresh_tiles",
     "fresh_values",
     "grown",
-    "jittered",
     "judge_outcomes",
     "one_size_at_a_time",
     "other_divisor",
@@ -161,6 +163,11 @@ class Exercise:
             of cases (see the module docstring): one case of
             :func:`fresh_values` unless the exercise's inputs need their own
             (sizes that must divide, texts, ids).
+        loud: positions of the arguments that set the scale of scores a
+            softmax inside the function meets: each fixed case also gets a
+            twin with those arguments :data:`LOUD` times larger, so that
+            scores pass 88, where ``exp`` overflows in float32 (chapter 2's
+            stable softmax, wherever a softmax is).
     """
 
     key: str
@@ -170,6 +177,7 @@ class Exercise:
     checks: tuple[Check, ...]
     forbidden: tuple[str, ...] = ()
     twins: Callable[[tuple, torch.Generator], list[tuple]] | None = None
+    loud: tuple[int, ...] = ()
 
     def __post_init__(self):
         if not any(c.kind == VALUE for c in self.checks):
@@ -183,7 +191,7 @@ class Exercise:
         with_twins = Check(
             drawn.name,
             _with_twins(drawn.cases, self),
-            drawn.judge,
+            _telling_overflow(drawn.judge, self.loud) if self.loud else drawn.judge,
             UNSEEN,
             drawn.weight,
         )
@@ -202,7 +210,12 @@ class Exercise:
     def twin_cases(self, g: torch.Generator) -> list[tuple]:
         """The twins of every fixed case (see the module docstring), from ``g``."""
         twins = self.twins or _fresh_twin
-        return [tuple(twin) for case in self.fixed_cases() for twin in twins(case, g)]
+        made = []
+        for case in self.fixed_cases():
+            made += [tuple(twin) for twin in twins(case, g)]
+            if self.loud:
+                made.append(louder(fresh_values(case, g), self.loud))
+        return made
 
 
 def _with_twins(drawn, exercise: Exercise):
@@ -214,6 +227,78 @@ def _with_twins(drawn, exercise: Exercise):
         return list(drawn()) + exercise.twin_cases(torch.Generator().manual_seed(seed))
 
     return cases
+
+
+OVERFLOW = (
+    "Your function returned nan or inf for finite inputs whose scores reach a "
+    "few hundred: exp overflows past 88 in float32 (inf / inf = nan). Subtract "
+    "each row's maximum before exp, as chapter 2's stable softmax does, or use "
+    "torch.softmax."
+)
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.is_floating_point() and not torch.isfinite(value).all()
+    if type(value) in (list, tuple):
+        return any(_non_finite(v) for v in value[:8])
+    return False
+
+
+def _telling_overflow(judge, positions):
+    """``judge``, with the hint :data:`OVERFLOW` when it fails only on loud
+    inputs (an argument at ``positions`` of a size that a loud twin has), and
+    a result for such finite inputs is nan or inf; a mistake the other inputs
+    show keeps its own hint."""
+
+    def loud(case) -> bool:
+        return any(
+            isinstance(case[i], torch.Tensor)
+            and case[i].is_floating_point()
+            and case[i].numel() > 0
+            and float(case[i].abs().max()) >= LOUD / 10
+            for i in positions
+            if i < len(case)
+        )
+
+    def judged(cases, outcomes):
+        try:
+            judge(cases, outcomes)
+        except Failed:
+            quiet = [
+                (case, outcome)
+                for case, outcome in zip(cases, outcomes, strict=True)
+                if not loud(case)
+            ]
+            judge([c for c, _ in quiet], [o for _, o in quiet])  # its own hint first
+            for case, outcome in zip(cases, outcomes, strict=True):
+                if (
+                    loud(case)
+                    and not outcome.raised
+                    and _non_finite(outcome.value)
+                    and not any(_non_finite(v) for v in case)
+                ):
+                    raise Failed(OVERFLOW) from None
+            raise
+
+    return judged
+
+
+#: How much larger a loud twin's arguments are (see ``Exercise.loud``).
+LOUD = 300.0
+
+
+def louder(case: tuple, positions: Sequence[int]) -> tuple:
+    """``case`` with its floating tensors at ``positions`` :data:`LOUD` times
+    larger."""
+    return tuple(
+        value * LOUD
+        if i in positions
+        and isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        else value
+        for i, value in enumerate(case)
+    )
 
 
 def _fresh_twin(case: tuple, g: torch.Generator) -> list[tuple]:
@@ -238,14 +323,16 @@ def fresh_values(case: Any, g: torch.Generator) -> Any:
     """A fixed case's twin: every floating tensor's values drawn afresh, its
     shape, dtype and structure kept.
 
-    Each distinct value v becomes v·a·(1 + u_v), with a in [0.8, 1.25] for the
-    whole tensor and u_v in [-0.4, 0.4] for each distinct value: zeros,
-    infinities, NaNs, signs and ties stay (a row of equal scores stays equal, a
-    large score stays large), the values and their order do not. Integer
-    tensors (ids, positions) are relabelled by a random permutation of
-    0..max, so ids stay ids of the same table and equal ids stay equal. Python
-    numbers, strings, booleans and None (sizes, flags, settings) are kept, and
-    lists, tuples and dicts are walked.
+    Each distinct value becomes a draw of its own, at the tensor's typical
+    scale and of either sign, independent of the value it replaces (so that a
+    twin does not give itself away by resembling its fixed case); zeros,
+    infinities and NaNs stay, equal values stay equal (a row of equal scores
+    stays equal), and a value far larger than the others stays about as large
+    and of its sign (a test of overflow stays one). Integer tensors (ids,
+    positions) are relabelled by a random permutation of 0..max, so ids stay
+    ids of the same table and equal ids stay equal. Python numbers, strings,
+    booleans and None (sizes, flags, settings) are kept, and lists, tuples and
+    dicts are walked.
     """
     if isinstance(case, torch.Tensor):
         if case.is_floating_point():
@@ -267,29 +354,17 @@ def grown(case: Any, g: torch.Generator) -> Any:
     a patch size that divides the image, the rows of a table the ids index.
     Sizes of 1 stay 1, and ranks, dtypes, flags and choices stay.
 
-    Values are the case's own, tiled, each tile given fresh values as
-    :func:`fresh_values` gives them (its zeros, infinities, NaNs and ties
-    kept; the same values in the two halves of a row, so that a row of equal
-    values stays one), ids relabelled within the grown range: a rule
+    Values are tiled, each tile given fresh values as :func:`fresh_values`
+    gives them (see :func:`fresh_tiles`), ids relabelled within the grown
+    range: a rule
     that goes wrong only past some size that a fixed case reaches, with a table
     keyed on the fixed cases' shapes, goes wrong here.
     """
     if isinstance(case, torch.Tensor):
-        grown_tensor = case.repeat(*(2 if n >= 2 else 1 for n in case.shape))
-        if case.is_floating_point():  # each tile with fresh values of its own,
-            # the same along the last axis, where a row of equal values stays one
-            *leading, last = case.shape
-            for tile in itertools.product(
-                *(
-                    [slice(0, n), slice(n, 2 * n)] if n >= 2 else [slice(None)]
-                    for n in leading
-                )
-            ):
-                fresh = _fresh_floats(case, g)
-                grown_tensor[tile] = fresh.repeat(
-                    *[1] * len(leading), 2 if last >= 2 else 1
-                )
-            return grown_tensor
+        repeats = [2 if n >= 2 else 1 for n in case.shape]
+        if case.is_floating_point():
+            return fresh_tiles(case, repeats, g)
+        grown_tensor = case.repeat(*repeats)
         if case.dtype in (torch.int64, torch.int32, torch.int16, torch.int8):
             if grown_tensor.numel() == 0 or int(grown_tensor.max()) <= 0:
                 return grown_tensor
@@ -307,30 +382,53 @@ def grown(case: Any, g: torch.Generator) -> Any:
     return case
 
 
-def jittered(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Each value of a floating tensor times its own factor in [0.6, 1.4]:
-    zeros, infinities, NaNs and signs kept."""
-    factor = 1 + 0.4 * (2 * torch.rand(x.shape, generator=g, dtype=torch.float64) - 1)
-    return torch.where(torch.isfinite(x), x.double() * factor, x.double()).to(x.dtype)
-
-
 def _fresh_floats(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Fresh values for ``x``: each distinct value v becomes a draw of its own,
+    independent of v, except for what makes the case a kind of its own."""
     if x.numel() == 0:
         return x.clone()
     distinct, index = torch.unique(x.detach().double(), return_inverse=True)
-    scale = 0.8 + 0.45 * float(torch.rand((), generator=g, dtype=torch.float64))
-    jitter = 0.8 * torch.rand(distinct.shape, generator=g, dtype=torch.float64) - 0.4
-    moved = torch.where(
-        torch.isfinite(distinct), distinct * scale * (1 + jitter), distinct
+    finite = torch.isfinite(distinct) & (distinct != 0)
+    typical = distinct[finite].abs().median() if finite.any() else torch.tensor(1.0)
+    # a value far beyond the others (the 1000 of a test of overflow) stays
+    # about as large, and of its sign
+    large = finite & (distinct.abs() > 8 * typical)
+    draws = torch.randn(distinct.shape, generator=g, dtype=torch.float64)
+    ordinary = draws * typical
+    near = distinct * (
+        0.8 + 0.45 * torch.rand(distinct.shape, generator=g, dtype=torch.float64)
     )
-    # 8 significant bits: a row of equal values sums, and averages, exactly
-    mantissa, exponent = torch.frexp(moved)
-    moved = torch.where(
-        torch.isfinite(moved),
-        torch.ldexp(torch.round(mantissa * 256) / 256, exponent),
-        moved,
-    )
-    return moved[index].to(x.dtype)
+    fresh = torch.where(large, near, torch.where(finite, ordinary, distinct))
+    # a value that occurs more than once (a row of equal values) gets 8
+    # significant bits, so that such a row sums, and averages, exactly
+    counts = torch.bincount(index.flatten(), minlength=len(distinct))
+    mantissa, exponent = torch.frexp(fresh)
+    short = torch.ldexp(torch.round(mantissa * 256) / 256, exponent)
+    fresh = torch.where((counts > 1) & finite & ~large, short, fresh)
+    return fresh[index].to(x.dtype)
+
+
+def fresh_tiles(
+    x: torch.Tensor, repeats: Sequence[int], g: torch.Generator
+) -> torch.Tensor:
+    """``x`` tiled ``repeats`` times along each axis (1 or 2), each tile with
+    fresh values of its own (see :func:`fresh_values`); a row of equal values
+    (along the last axis) stays a row of equal values."""
+    grown_tensor = x.repeat(*repeats)
+    for tile in itertools.product(
+        *(
+            [slice(0, n), slice(n, 2 * n)] if r == 2 else [slice(None)]
+            for n, r in zip(x.shape, repeats, strict=True)
+        )
+    ):
+        grown_tensor[tile] = _fresh_floats(x, g)
+    if x.dim() and repeats[-1] == 2 and x.shape[-1] >= 2:
+        equal = (x == x[..., :1]).all(-1, keepdim=True)
+        equal = equal.repeat(*repeats[:-1], 1)
+        last = x.shape[-1]
+        halves = grown_tensor[..., :last].repeat(*[1] * (x.dim() - 1), 2)
+        grown_tensor = torch.where(equal, halves, grown_tensor)
+    return grown_tensor
 
 
 def _relabelled(ids: torch.Tensor, g: torch.Generator) -> torch.Tensor:
