@@ -2,6 +2,7 @@
 
 import html
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -716,3 +717,25 @@ def test_more_hints_name_the_mistake_made(number, key, source, said, never):
         hints = failing(core.run_exercise(exercise, fn(source, exercise.function)))
         assert any(said in h for h in hints.values()), hints
         assert not any(never in h for h in hints.values()), hints
+
+
+def test_each_exercise_is_titled_as_its_notebook_heads_it():
+    """The results box, the progress table and the grader's report name an
+    exercise by the heading the learner reads above it."""
+    import nbformat
+
+    from transformer_course.exercises import CHAPTERS, chapter
+
+    root = Path(__file__).resolve().parents[1]
+    for number in CHAPTERS:
+        path = next((root / "exercises").glob(f"{number:02d}_*.ipynb"))
+        notebook = nbformat.read(path, as_version=4)
+        headings = {
+            line.lstrip("#").strip().replace("`", "")
+            for cell in notebook.cells
+            if cell.cell_type == "markdown"
+            for line in cell.source.splitlines()
+            if line.startswith("#")
+        }
+        for exercise in chapter(number).exercises.values():
+            assert exercise.title in headings, (path.name, exercise.title)

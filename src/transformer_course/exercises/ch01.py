@@ -451,7 +451,7 @@ def _random_embeddings(g):
 EMBED = Exercise(
     key="embed_one_hot",
     function="embed_one_hot",
-    title="Exercise 3: lookup = one-hot times a matrix",
+    title="Exercise 3: a lookup is a one-hot matrix product",
     points=2,
     checks=(
         Check("shape (..., D)", _embed_cases, _judge_embed_shape, PROPERTY),
