@@ -134,11 +134,11 @@ def browser():
 class PageVisit:
     """One page opened in a fresh browser context, with what went wrong."""
 
-    def __init__(self, browser, base: str, path: str):
+    def __init__(self, browser, base: str, path: str, width: int = 1280):
         self.base = base
         self.js_errors: list[str] = []
         self.failed_requests: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
         self.context.route("**/*", self._only_loopback)
         self.page = self.context.new_page()
         self.page.on("pageerror", lambda error: self._js_error(error.message))
@@ -331,3 +331,125 @@ def test_quizzes_answer_clicks_without_a_kernel(browser, server, name):
         assert not visit.js_errors, visit.js_errors
     finally:
         visit.close()
+
+
+# --- nothing cut off, at four widths (issue 22) ----------------------------------------
+
+#: A wide screen, a laptop, a small laptop, a phone.
+WIDTHS = (1920, 1280, 1024, 390)
+LAYOUT = """() => {
+  const article = document.querySelector("article.bd-article");
+  const column = article.getBoundingClientRect();
+  const ownScrollBox = element => {
+    for (let node = element; node && node !== article; node = node.parentElement) {
+      const style = getComputedStyle(node);
+      if (["auto", "scroll"].includes(style.overflowX)) return true;
+    }
+    return false;
+  };
+  const wider = element => element.scrollWidth > element.clientWidth + 1;
+  const outside = box => box.left < column.left - 1 || box.right > column.right + 1;
+  const label = element => element.textContent.trim().replace(/\\s+/g, " ").slice(0, 60);
+  const found = {equations: 0, clipped_equations: [], double_numbers: [],
+                 code: 0, scrolled_code: [], clipped_code: [], tables: 0,
+                 clipped_tables: [], wide_images: []};
+  for (const math of article.querySelectorAll("mjx-container[display='true']")) {
+    found.equations += 1;
+    const inner = math.firstElementChild.getBoundingClientRect();
+    const box = math.getBoundingClientRect();
+    const overflows = wider(math) || inner.left < box.left - 1 || outside(box);
+    if (overflows && !(ownScrollBox(math) && !outside(box) && inner.left >= box.left - 1)) {
+      found.clipped_equations.push(label(math));
+    }
+    const wrapper = math.closest("div.math");
+    const sphinxNumber = wrapper && wrapper.querySelector(".eqno");
+    const texNumber = math.querySelector("mjx-mlabeledtr, mjx-labels");
+    if (sphinxNumber && texNumber) found.double_numbers.push(label(wrapper));
+  }
+  for (const pre of article.querySelectorAll("div.highlight pre")) {
+    found.code += 1;
+    if (wider(pre)) {
+      const longest = pre.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "");
+      (ownScrollBox(pre) ? found.scrolled_code : found.clipped_code).push(longest.slice(0, 60));
+    }
+  }
+  for (const table of article.querySelectorAll("table")) {
+    found.tables += 1;
+    if ((wider(table) || outside(table.getBoundingClientRect())) && !ownScrollBox(table)) {
+      found.clipped_tables.push(label(table));
+    }
+  }
+  for (const image of article.querySelectorAll("img")) {
+    if (outside(image.getBoundingClientRect()) && !ownScrollBox(image)) {
+      found.wide_images.push(image.getAttribute("src"));
+    }
+  }
+  found.page_overflow_px = document.documentElement.scrollWidth - document.documentElement.clientWidth;
+  found.column_px = Math.round(column.width);
+  return found;
+}"""
+
+
+@pytest.fixture(scope="module")
+def layouts(browser, server):
+    """Each page at each width: what does not fit (and a screenshot of each)."""
+    found = {}
+    pages = [name for name in PAGES if name not in ("genindex", "search")]
+    for width in WIDTHS:
+        for name in pages:
+            visit = PageVisit(browser, server, f"{name}.html", width=width)
+            try:
+                found[name, width] = visit.page.evaluate(LAYOUT)
+                if width != 1280:  # the page test keeps the 1280 px one
+                    visit.page.screenshot(
+                        path=SCREENSHOTS / f"{name.replace('/', '-')}@{width}.png",
+                        full_page=True,
+                        animations="disabled",
+                    )
+            finally:
+                visit.close()
+    path = SCREENSHOTS / "layout.json"
+    path.write_text(
+        json.dumps(
+            {f"{n}@{w}": v for (n, w), v in found.items()}, indent=1, ensure_ascii=False
+        )
+    )
+    return found
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_nothing_is_cut_off_at_any_width(layouts, width):
+    """No equation, table, image or code line lost off the column's edge: each
+    fits, or scrolls inside its own box; one number per equation; the page
+    itself never scrolls sideways."""
+    problems = {}
+    for (name, at), found in layouts.items():
+        if at != width:
+            continue
+        bad = {
+            key: found[key]
+            for key in (
+                "clipped_equations",
+                "double_numbers",
+                "clipped_code",
+                "clipped_tables",
+                "wide_images",
+            )
+            if found[key]
+        }
+        if found["page_overflow_px"] > 0:
+            bad["page_overflow_px"] = found["page_overflow_px"]
+        if bad:
+            problems[name] = bad
+    assert not problems, problems
+
+
+def test_at_1280_px_the_books_code_fits_its_column(layouts):
+    """At a laptop's width no code cell of a chapter needs sideways scrolling:
+    notebook code is formatted to 88 columns, which the column holds."""
+    wide = {
+        name: found["scrolled_code"]
+        for (name, width), found in layouts.items()
+        if width == 1280 and name.startswith("book/") and found["scrolled_code"]
+    }
+    assert not wide, wide

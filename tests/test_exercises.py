@@ -338,6 +338,13 @@ def test_multiple_choice_quiz_grades_and_explains_on_request():
     assert "passed, on try 2" in progress.value
     assert "✅" not in progress.value
     assert "<svg" in progress.value
+    # answering again, wrong and then right, does not move the try it passed on
+    for answer in ("(B, D, N)", "(B, N, D)"):
+        box.control.value = answer
+        box.submit.click()
+    assert widgets.TRIES["quiz_layout"] == (2, False)
+    assert "on try 2" in box.feedback.value
+    assert widgets.PROGRESS["quiz_layout"] == "passed"
 
 
 def test_quiz_answers_come_back_when_the_cell_runs_again(tmp_path, monkeypatch):
@@ -351,6 +358,14 @@ def test_quiz_answers_come_back_when_the_cell_runs_again(tmp_path, monkeypatch):
     assert again.control.value == "(B, N, D)"
     assert "Correct" in again.feedback.value
     assert widgets.PROGRESS["quiz_layout"] == "passed"
+    assert widgets.TRIES["quiz_layout"] == (1, True)
+    again.control.value = "(B, D, N)"  # a wrong answer after the right one
+    again.submit.click()
+    widgets.PROGRESS.clear()
+    widgets.TRIES.clear()
+    third = chapter(1).quiz("quiz_layout")
+    assert third.control.value == "(B, D, N)"  # the last answer, as typed
+    assert widgets.PROGRESS["quiz_layout"] == "passed"  # passed on try 1
     assert widgets.TRIES["quiz_layout"] == (1, True)
     (tmp_path / "answers.json").write_text("{not json")  # damaged: start afresh
     assert chapter(1).quiz("quiz_layout").feedback.value == ""
@@ -491,7 +506,12 @@ def test_a_numeric_quiz_reads_its_own_unit():
     assert quiz.grade("32mib")
     assert quiz.grade("32")
     assert not quiz.grade("32 GiB")
-    assert quiz.blank_message("32 GiB") is not None
+    assert "asks for MiB" in quiz.blank_message("32 GiB")
+    assert "asks for MiB" in quiz.blank_message("33,554,432 bytes")
+    assert "Type a number" in quiz.blank_message("3,2")  # a decimal comma
+    assert "Type a number" in widgets.Numeric("j", "?", "", answer=1).blank_message(
+        "1 x"
+    )
 
 
 def test_the_notebook_calls_with_the_cases_as_the_grader_loads_them():

@@ -6,6 +6,7 @@ releases and exports the feedback and the grades."""
 
 import csv
 import html
+import io
 import os
 import shutil
 import subprocess
@@ -205,10 +206,24 @@ def test_a_class_graded_as_the_readme_says(course):
     (submitted / "trudy" / "ch01" / SOURCE.name).symlink_to(alice / SOURCE.name)
     (submitted / "oscar").mkdir()
     (submitted / "oscar" / "ch01").symlink_to(alice)
+    # put in submitted/ by hand, not by `nbgrader collect`: no timestamp, no
+    # secret (nbgrader's release_feedback stopped the whole class at it)
+    fill(release, submitted / "sam" / "ch01" / SOURCE.name, {})
+    (submitted / "sam" / "ch01" / "timestamp.txt").unlink()
+    (submitted / "sam" / "ch01" / "submission_secret.txt").unlink()
+    # a full solution whose check cell for patchify was deleted
+    fill(release, submitted / "del" / "ch01" / SOURCE.name, {})
+    deleted = nbformat.read(submitted / "del" / "ch01" / SOURCE.name, as_version=4)
+    deleted.cells = [
+        c
+        for c in deleted.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") != "check_patchify"
+    ]
+    nbformat.write(deleted, submitted / "del" / "ch01" / SOURCE.name)
 
     # the course, its id and its gradebook come from nbgrader_config.py
     run = gradebook_command(course, "ch01", "--csv", "ch01.csv")
-    assert "for 11 students in: bubblewrap sandbox" in run.stdout
+    assert "for 13 students in: bubblewrap sandbox" in run.stdout
     assert f"lou: 01_tokens {FULL}/{FULL}, late penalty {FULL}: 0/{FULL}" in run.stdout
     assert "zoe: 01_tokens.ipynb is missing" in run.stdout
     assert "tim: timestamp.txt could not be read as a date" in run.stdout
@@ -229,6 +244,8 @@ def test_a_class_graded_as_the_readme_says(course):
         "zoe": 0,
         "trudy": 0,
         "oscar": 0,
+        "sam": FULL,
+        "del": FULL,
     }
     with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
         for student, score in expected.items():
@@ -263,8 +280,8 @@ def test_a_class_graded_as_the_readme_says(course):
     # the per-exercise summary: in the console and as a file
     summary = list(csv.DictReader((course / "ch01_summary.csv").open()))
     means = {r["exercise"]: float(r["mean"]) for r in summary}
-    assert means["test_double"] == pytest.approx(2 * 6 / 11, abs=1e-3)  # 6 of 11
-    assert "test_double: mean 1.09/2, full marks 6/11" in run.stdout
+    assert means["test_double"] == pytest.approx(2 * 8 / 13, abs=1e-3)  # 8 of 13
+    assert "test_double: mean 1.23/2, full marks 8/13" in run.stdout
     hints = {(r["exercise"], r["hint"]): int(r["count"]) for r in summary}
     assert hints["build_char_vocab", "no 01_tokens.ipynb in the submission"] == 2
 
@@ -283,6 +300,14 @@ def test_a_class_graded_as_the_readme_says(course):
         in (course / "feedback" / "tim" / "ch01" / "01_tokens.grades.txt").read_text()
     )
     assert not (course / "feedback" / "tim" / "ch01" / "01_tokens.html").exists()
+    # sam was not collected by nbgrader: text feedback, no HTML to release
+    assert (course / "feedback" / "sam" / "ch01" / "01_tokens.grades.txt").is_file()
+    assert not (course / "feedback" / "sam" / "ch01" / "01_tokens.html").exists()
+    # a check cell missing from the submission still has its verdict
+    page = html.unescape(
+        (course / "feedback" / "del" / "ch01" / "01_tokens.html").read_text()
+    )
+    assert f"patchify: {POINTS['patchify']:g}/{POINTS['patchify']:g} (passed" in page
     mia = (course / "feedback" / "mia" / "ch01" / "01_tokens.html").read_text()
     assert "01_tokens (1).ipynb" in html.unescape(mia)
     assert (
@@ -327,6 +352,38 @@ def test_a_class_graded_as_the_readme_says(course):
     assert [r.split(",")[0] for r in after] == [r.split(",")[0] for r in before]
     with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
         assert gradebook.find_submission("ch01", "bob").score == FULL
+
+    # points changed since the class was graded (here: as the CSV says of
+    # alice): regrading one student alone is refused, not mixed scales
+    table = (course / "ch01.csv").read_text()
+    records = list(csv.DictReader(io.StringIO(table)))
+    for record in records:
+        if record["student"] == "alice" and record["exercise"] == "patchify":
+            record["max_points"] = "99.0"
+    with (course / "ch01.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_course.gradebook",
+            "ch01",
+            "--student",
+            "bob",
+            "--csv",
+            "ch01.csv",
+        ],
+        cwd=course,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2
+    assert "patchify: 99 -> " in refused.stderr
+    assert "Regrade the whole class" in refused.stderr
+    (course / "ch01.csv").write_text(table)
 
     # a typo in --student is refused: it would add a student to the gradebook
     typo = subprocess.run(

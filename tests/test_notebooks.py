@@ -101,14 +101,33 @@ def test_every_notebook_is_in_the_table_of_contents():
 def test_numbered_multiline_equations_use_an_equation_environment(path):
     """Sphinx wraps a $$ block holding line breaks in \\begin{split}, where
     MathJax refuses \\tag ("\\tag not allowed in split environment") and
-    shows an error box: such equations go in \\begin{equation}…\\end{equation}
-    (MyST's amsmath extension passes it through untouched)."""
+    shows an error box: such equations go in \\begin{equation*}…\\end{equation*}
+    (MyST's amsmath extension passes it through untouched). The unstarred
+    environment is not used: Sphinx numbers it too, and the equation showed two
+    numbers, "(4.6) (2)" (issue 22)."""
     for cell in load(path)["cells"]:
         if cell["cell_type"] != "markdown":
             continue
-        for block in re.findall(r"\$\$(.*?)\$\$", "".join(cell["source"]), re.S):
+        source = "".join(cell["source"])
+        for block in re.findall(r"\$\$(.*?)\$\$", source, re.S):
             broken = "\\\\" in block and "\\tag" in block
             assert not broken, f"{path.name}: {block.strip()[:60]!r}"
+        numbered_twice = re.findall(
+            r"\\begin\{(equation|align|gather|multline)\}", source
+        )
+        assert not numbered_twice, f"{path.name}: {numbered_twice}"
+
+
+def test_notebooks_use_no_sphinx_roles_or_targets():
+    """JupyterLab shows MyST's roles and targets as typed ("{doc}`…`",
+    "(notation)="): links are Markdown links, which the book resolves too."""
+    for path in NOTEBOOKS:
+        for cell in load(path)["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            source = "".join(cell["source"])
+            assert not re.search(r"\{(doc|ref|numref|eq)\}`", source), path.name
+            assert not re.search(r"(?m)^\([\w-]+\)=\s*$", source), path.name
 
 
 def test_links_from_exercises_land_on_their_section():

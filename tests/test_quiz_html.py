@@ -100,7 +100,9 @@ def test_a_numeric_quiz_starts_blank_and_carries_its_tolerance(quiz):
     assert payload["answer"] == quiz.answer
     assert payload["rel_tol"] == quiz.tolerance  # 0 for a count: exact
     assert payload["blank"] == quiz.blank_message("")
-    assert payload["invalid"].format(value="'x'") == quiz.blank_message("x")
+    assert payload["invalid"].format(value="'1,2'") == quiz.blank_message("1,2")
+    if quiz.unit:  # an answer in another unit: the page says which it wants
+        assert payload["in_unit"].format(value="'x'") == quiz.blank_message("x")
 
 
 @by_key(QUIZZES)

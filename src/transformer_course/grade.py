@@ -434,7 +434,15 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
         if error == "":
             return _grade(exercise, "passed", note.strip(), 1, float(exercise.points))
         error = (error or "an error it could not report").rstrip(": ")
-        return _grade(exercise, "failed", f"the test cell raised {error}{note}")
+        # the statuses the course's own exercises use for the same two cases
+        status = (
+            "not attempted"
+            if error.startswith("NotImplementedError")
+            else "missing"
+            if error.startswith("NameError")
+            else "failed"
+        )
+        return _grade(exercise, status, f"the test cell raised {error}{note}")
     if not output.get("defined"):
         errors = [e for e in output["errors"] if e[0] in job["defining"]]
         syntax = [
@@ -788,7 +796,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebook", type=Path)
     parser.add_argument("--json", type=Path, help="also write the grades to this file")
     parser.add_argument(
-        "--chapter", type=int, help="the chapter (default: from the file name)"
+        "--chapter",
+        type=int,
+        help="the chapter (default: from the file name, else the notebook's metadata)",
     )
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="seconds per cell (30)"

@@ -164,9 +164,15 @@ def _quiet():
         yield
 
 
+def hours(seconds: float) -> str:
+    """ "16.5 hours", "1 hour", "0.1 hours"."""
+    value = f"{seconds / 3600:.1f}".removesuffix(".0")
+    return f"{value} hour" + ("" if value == "1" else "s")
+
+
 def plural(count: int, noun: str) -> str:
-    """``1 student``, ``2 students``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    """``1 student``, ``2 students``, ``1.5 points``."""
+    return f"{count:g} {noun}{'' if count == 1 else 's'}"
 
 
 def grade_class(
@@ -416,19 +422,26 @@ class _NotebookJob:
         after = f"{result.total - penalty:g}/{result.max_total:g}"
         if penalty:
             text += (
-                f"\nlate by {late / 3600:.1f} hours: a penalty of {penalty:g} points, "
+                f"\nlate by {hours(late)}: a penalty of {plural(penalty, 'point')}, "
                 f"so {after}"
             )
-        if self._timestamp_unreadable():
+        elif late > 0:
+            text += f"\nlate by {hours(late)} (no penalty)"
+        if not self._returnable():
             # nbgrader's generate_feedback would stop the class at this folder
             self._write_placeholder(text + "\n", notebook=False)
         else:
-            self._write_autograded(path, result, penalty)
+            self._write_autograded(path, result, late, penalty)
             self._write_feedback_text(text + "\n")
         total = f"{result.total:g}/{result.max_total:g}"
         log(
             f"{who}: {self.name} {total}"
             + (f", late penalty {penalty:g}: {after}" if penalty else "")
+            + (
+                f", late by {hours(late)} (no penalty)"
+                if late > 0 and not penalty
+                else ""
+            )
         )
         return [self._row(e, result.chapter, late, penalty) for e in result.exercises]
 
@@ -582,6 +595,14 @@ class _NotebookJob:
         exists = path.exists() or path.is_symlink()
         return exists and _timestamp(self.settings, self.folder)[0] is None
 
+    def _returnable(self) -> bool:
+        """Whether nbgrader's feedback commands can hand this submission back:
+        collected by nbgrader (its secret file, and a timestamp that is a date).
+        ``release_feedback`` stops the whole class at one that is not."""
+        return (self.folder / "submission_secret.txt").is_file() and _timestamp(
+            self.settings, self.folder
+        )[0] is not None
+
     def _save_autograded(self, notebook: nbformat.NotebookNode) -> None:
         """``autograded/<student>/<assignment>/<notebook>.ipynb``, with the files
         nbgrader's feedback commands read beside it."""
@@ -598,11 +619,7 @@ class _NotebookJob:
         nbgrader, or a timestamp that is not a date), the text goes straight to
         the feedback folder instead."""
         self._write_feedback_text(text)
-        if (
-            not notebook
-            or not (self.folder / "submission_secret.txt").is_file()
-            or self._timestamp_unreadable()
-        ):
+        if not notebook or not self._returnable():
             # not collected by nbgrader: release_feedback could not hand a
             # notebook back (and would stop at it), so the text goes straight
             # to the feedback folder, for the instructor to send
@@ -616,10 +633,13 @@ class _NotebookJob:
         notebook.cells[0]["id"] = "cell-0"
         self._save_autograded(notebook)
 
-    def _write_autograded(self, path: Path, result: NotebookGrade, penalty) -> None:
+    def _write_autograded(
+        self, path: Path, result: NotebookGrade, late: float, penalty: float
+    ) -> None:
         """The notebook ``nbgrader generate_feedback`` turns into HTML: the cells
         the grader read, nbgrader metadata from the gradebook only, and each
-        check cell's verdict and whole hint as its output."""
+        check cell's verdict and whole hint as its output (a graded cell the
+        submission lacks is added at the end, with its verdict)."""
         notebook, _ = read_submission(path)
         verdicts = {self._cell_of(e.key): e for e in result.exercises}
         tests = {t.key: t.source for t in self.plan.tests}
@@ -640,27 +660,42 @@ class _NotebookJob:
                 cell["source"] = tests[grade_id]  # the instructor's, as nbgrader does
             verdict = verdicts.get(grade_id)
             if verdict is not None:
-                text = (
-                    f"{verdict.key}: {verdict.points:g}/{verdict.max_points:g} "
-                    f"({verdict.status}, {verdict.checks_passed}/{verdict.checks} "
-                    "checks)"
-                )
-                if verdict.hint:
-                    text += f"\nhint: {verdict.hint}"
-                cell["outputs"] = [
-                    nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
-                ]
+                cell["outputs"] = [_verdict_output(verdict)]
+        for grade_id, verdict in verdicts.items():
+            if grade_id in seen or grade_id not in self.plan.cells:
+                continue
+            missing = nbformat.v4.new_code_cell(
+                tests.get(grade_id, f"# {grade_id}: not in the submitted notebook")
+            )
+            missing["metadata"] = {"nbgrader": dict(self.plan.cells[grade_id])}
+            missing["outputs"] = [_verdict_output(verdict)]
+            notebook.cells.append(missing)
         summary = [
             "**Graded by the course grader**, in a sandbox: "
             f"{result.total:g} / {result.max_total:g} points."
         ]
         summary += [f"- {printable(w, 300)}" for w in result.warnings]
         if penalty:
-            summary.append(f"- Late submission: a penalty of {penalty:g} points.")
+            summary.append(
+                f"- Late by {hours(late)}: a penalty of {plural(penalty, 'point')}."
+            )
+        elif late > 0:
+            summary.append(f"- Late by {hours(late)} (no penalty).")
         notebook.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
         for index, cell in enumerate(notebook.cells):
             cell["id"] = f"cell-{index}"
         self._save_autograded(notebook)
+
+
+def _verdict_output(verdict: ExerciseGrade) -> nbformat.NotebookNode:
+    """A check cell's output in the feedback: its points, status and whole hint."""
+    text = (
+        f"{verdict.key}: {verdict.points:g}/{verdict.max_points:g} "
+        f"({verdict.status}, {verdict.checks_passed}/{verdict.checks} checks)"
+    )
+    if verdict.hint:
+        text += f"\nhint: {verdict.hint}"
+    return nbformat.v4.new_output("stream", name="stdout", text=text + "\n")
 
 
 def _copy_small_file(source: Path, target: Path) -> None:
@@ -706,6 +741,55 @@ def _not_the_students_own(path: Path, folder: Path) -> str:
 
 
 # --- the CSV and the summary ---------------------------------------------------
+
+
+def current_points(
+    assignment: str, course: Path | str | None = None, db_url: str | None = None
+) -> dict[tuple[str, str], float]:
+    """(notebook, exercise) -> its points in the gradebook now (what
+    ``nbgrader generate_assignment`` last recorded from the source notebook)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    settings = course_settings(course, db_url)
+    with _quiet(), Gradebook(settings.db_url, settings.course_id) as gradebook:
+        try:
+            notebooks = gradebook.find_assignment(assignment).notebooks
+        except MissingEntry:
+            return {}
+        return {
+            (nb.name, cell.name.removeprefix("check_")): float(cell.max_score)
+            for nb in notebooks
+            for cell in nb.grade_cells
+            if cell.cell_type == "code"
+        }
+
+
+def points_changed(
+    path: Path, assignment: str, points: dict[tuple[str, str], float], regraded
+) -> list[str]:
+    """The exercises whose points differ, in the CSV at ``path``, from ``points``
+    for students not in ``regraded``: their scores are on the old scale."""
+    if not Path(path).is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as handle:
+        old = [
+            r
+            for r in csv.DictReader(handle)
+            if r.get("assignment") == assignment and r.get("student") not in regraded
+        ]
+    changed = {}
+    for record in old:
+        key = (record.get("notebook", ""), record.get("exercise", ""))
+        try:
+            before = float(record.get("max_points", ""))
+        except ValueError:
+            continue
+        now = points.get(key)
+        if now is None or now != before:
+            changed[key] = (
+                f"{key[1]}: {before:g} -> {'gone' if now is None else f'{now:g}'}"
+            )
+    return sorted(changed.values())
 
 
 def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
@@ -755,7 +839,9 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
         points = [float(r["points"]) for r in group]
         maximum = max(float(r["max_points"]) for r in group)
         common = collections.Counter(
-            str(r["hint"]) for r in group if r["hint"] and float(r["points"]) < maximum
+            str(r["hint"] or r["status"])
+            for r in group
+            if float(r["points"]) < maximum and (r["hint"] or r["status"])
         ).most_common(hints)
         table.append(
             {
@@ -857,6 +943,23 @@ def main(argv: list[str] | None = None) -> int:
         help="grade without the bubblewrap sandbox (trusted submissions only)",
     )
     args = parser.parse_args(argv)
+    if args.student and args.csv:
+        try:
+            now = current_points(args.assignment, args.course, args.db)
+        except (OSError, ValueError) as err:
+            print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
+            return 2
+        changed = points_changed(args.csv, args.assignment, now, set(args.student))
+        if changed:
+            print(
+                f"refusing to regrade only {', '.join(args.student)}: the points of "
+                f"{', '.join(changed)} changed since the class was graded, so the "
+                "other students' scores are on the old scale. Regrade the whole "
+                f"class (without --student): python -m transformer_course.gradebook "
+                f"{args.assignment} --csv {args.csv}",
+                file=sys.stderr,
+            )
+            return 2
     try:
         rows = grade_class(
             args.assignment,

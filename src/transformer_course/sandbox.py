@@ -655,6 +655,8 @@ class Sandbox:
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
         if not self.reaper:
             return
         # without a sandbox, orphans re-parented to us: kill and reap them

@@ -262,6 +262,8 @@ def _judge_weights_scale(cases, outcomes):
             )
         if close(w, torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], dim=-1)):
             raise Failed("Divide by the square root of d_k, not by d_k itself.")
+        if _over_the_queries(q, k, None, w):
+            raise Failed(OVER_THE_QUERIES)
         raise Failed(
             "The weights should be softmax(q kᵀ / √d_k) along the last dimension."
         )
@@ -270,6 +272,27 @@ def _judge_weights_scale(cases, outcomes):
 def _mask_cases():
     mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2)  # True = may attend
     return [(seeded_randn(4, 8, seed=4), seeded_randn(6, 8, seed=5), mask)]
+
+
+OVER_THE_QUERIES = (
+    "The softmax runs over the queries (dim=-2): each row, one query's weights "
+    "over the keys, must sum to 1, so take it over the keys, dim=-1."
+)
+
+
+def _over_the_queries(q, k, mask, w) -> bool:
+    """Whether ``w`` is the softmax over the queries axis (dim=-2), masked or
+    not, scaled or not."""
+    if q.dim() < 2 or w.shape != (*q.shape[:-1], k.shape[-2]):
+        return False
+    for scale in (q.shape[-1] ** 0.5, 1.0):
+        scores = q @ k.transpose(-2, -1) / scale
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        for candidate in (scores.softmax(-2), scores.softmax(-2).nan_to_num(0.0)):
+            if close(w, candidate, equal_nan=True):
+                return True
+    return False
 
 
 def _judge_mask(cases, outcomes):
@@ -285,6 +308,8 @@ def _judge_mask(cases, outcomes):
                 f"Divide the scores by √d_k = √{q.shape[-1]} before the softmax: "
                 "softmax(q kᵀ/√d_k)."
             )
+        if _over_the_queries(q, k, mask, w):
+            raise Failed(OVER_THE_QUERIES)
         if mask is None:
             raise Failed(
                 f"For q {tuple(q.shape)} and k {tuple(k.shape)} with no mask, the "
@@ -393,8 +418,19 @@ def _judge_attention_values(cases, outcomes):
     for (q, k, v), out in zip(cases, returned_values(outcomes), strict=True):
         if close(out, F.scaled_dot_product_attention(q, k, v)):
             continue
-        if close(out, torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v):
+        scores = q @ k.transpose(-2, -1)
+        if close(out, torch.softmax(scores, dim=-1) @ v):
             raise Failed("Divide the scores by √d_k before the softmax.")
+        if v.shape[-1] != q.shape[-1] and close(
+            out, torch.softmax(scores / v.shape[-1] ** 0.5, dim=-1) @ v
+        ):
+            raise Failed(
+                f"Divide by √d_k, the width of q and k (here √{q.shape[-1]}), not by "
+                f"√d_v, the width of v (√{v.shape[-1]})."
+            )
+        for scale in (q.shape[-1] ** 0.5, 1.0):
+            if close(out, torch.softmax(scores / scale, dim=-2) @ v, equal_nan=True):
+                raise Failed(OVER_THE_QUERIES)
         raise Failed(
             "The output should be softmax(q kᵀ/√d_k) v; compare with F.scaled_dot_product_attention(q, k, v)."
         )

@@ -42,6 +42,8 @@ __all__ = [
 CHOOSE_FIRST = "Choose an answer first."
 TYPE_FIRST = "Type a number first."
 NOT_A_NUMBER = "Type a number (digits, optionally with commas): got {value}."
+# For a question that names its unit, an answer in another unit.
+IN_THE_UNIT = "The question asks for {unit}: type the number of {unit} (got {value})."
 CORRECT = "Correct."
 WRONG = "Not quite."
 # The verdict after the first try (the first try is what a quiz records).
@@ -164,7 +166,8 @@ _SCRIPT = """\
       if (!text.trim()) return {message: data.blank};
       var value = parseNumber(text, data.unit);
       if (value === null) {
-        return {message: data.invalid.replace("{value}", "'" + text + "'")};
+        var message = data.unit && /[a-z]/i.test(text) ? data.in_unit : data.invalid;
+        return {message: message.replace("{value}", "'" + text + "'")};
       }
       var gap = Math.abs(value - data.answer);
       var scale = Math.max(Math.abs(value), Math.abs(data.answer));
@@ -182,8 +185,11 @@ _SCRIPT = """\
         feedback.textContent = result.message;
         return;
       }
-      var tries = Number(form.getAttribute("data-tries") || "0") + 1;
+      // the try it passed on stays, whatever is answered after
+      var passed = form.getAttribute("data-passed") === "yes";
+      var tries = Number(form.getAttribute("data-tries") || "0") + (passed ? 0 : 1);
       form.setAttribute("data-tries", String(tries));
+      if (result.pass) form.setAttribute("data-passed", "yes");
       var verdict = document.createElement("b");
       verdict.textContent = result.pass ? data.right : data.wrong;
       if (result.pass && tries > 1) {
@@ -282,5 +288,6 @@ def number_quiz_html(
         "invalid": NOT_A_NUMBER,
         "explanation": explanation,
         "unit": unit,
+        "in_unit": IN_THE_UNIT.replace("{unit}", unit),
     }
     return _form(key, "number", question, control, payload)

@@ -323,7 +323,8 @@ class _Quiz:
                 return
             correct = self.grade(control.value)
             tries, first_right = TRIES.get(self.key, (0, None))
-            tries += 1
+            if PROGRESS.get(self.key) != PASSED:  # the try it passed on stays
+                tries += 1
             first_right = correct if first_right is None else first_right
             verdict(correct, tries, first_right)
             _save_answer(self.key, str(control.value), correct)
@@ -343,12 +344,17 @@ class _Quiz:
             with contextlib.suppress(Exception):  # a saved answer no longer offered
                 if last is not None:
                     control.value = last
-                    TRIES[self.key] = (len(answers) - 1, saved.get("first_try_right"))
-                    tries, first_right = TRIES[self.key]
+                    right = [
+                        i for i, answer in enumerate(answers) if self.grade(answer)
+                    ]
+                    tries = right[0] + 1 if right else len(answers)
+                    first_right = saved.get("first_try_right")
                     correct = self.grade(last)
+                    if right:
+                        PROGRESS[self.key] = PASSED
                     verdict(
                         correct,
-                        tries + 1,
+                        tries,
                         correct if first_right is None else bool(first_right),
                     )
         box = QuizBox(
@@ -469,6 +475,8 @@ class Numeric(_Quiz):
         if value is None or (isinstance(value, str) and not value.strip()):
             return TYPE_FIRST
         if parse_number(value, self.unit) is None:
+            if self.unit and re.search(r"[a-z]", str(value), re.IGNORECASE):
+                return quiz_html.IN_THE_UNIT.format(unit=self.unit, value=repr(value))
             return NOT_A_NUMBER.format(value=repr(value))
         return None
 
