@@ -70,7 +70,8 @@ def _judge_vocab_ids(cases, outcomes):
         if missing:
             raise Failed(
                 f"A text with {len(set(text))} distinct characters needs all of "
-                f"them in its vocabulary; {len(missing)} are missing (such as "
+                f"them in its vocabulary; {len(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} missing (such as "
                 f"{shown(missing[:5])}). Build it from sorted(set(text)), whatever "
                 "its size."
             )
@@ -129,6 +130,10 @@ def _random_texts(g):
     texts.append(
         "".join(chr(int(torch.randint(a, b, (), generator=g))) for a, b in _CODE_RANGES)
     )
+    # and whitespace, every time: newlines, tabs and spaces are characters too,
+    # at the ends of a text as in its middle
+    words = texts[0] or "a"
+    texts.append("\t" + words + " \n" + words[::-1] + "\r\n")
     # and a long one, of a vocabulary larger than tiny Shakespeare's 65 characters
     n = int(torch.randint(100, 400, (), generator=g))
     printable = torch.randint(32, 127, (n,), generator=g).tolist()

@@ -6,6 +6,7 @@ import torch
 
 from ..multihead import MultiHeadAttention, merge_heads, parameter_count, split_heads
 from .core import (
+    LOUD,
     Check,
     Exercise,
     Failed,
@@ -223,6 +224,18 @@ def _random_forward(g):
     return cases
 
 
+def _loud_scale(case) -> float:
+    """How much larger x must be for the largest score of a case to reach 300
+    (x makes both q and k: the scores grow as its square)."""
+    x, W_qkv, _, H = case
+    B, N, D = x.shape
+    q, k, _ = (x.double() @ W_qkv.double().T).split(D, dim=-1)
+    q = q.reshape(B, N, H, D // H).transpose(1, 2)  # (B, H, N, d)
+    k = k.reshape(B, N, H, D // H).transpose(1, 2)
+    largest = float((q @ k.transpose(-2, -1)).max()) / (D // H) ** 0.5
+    return (LOUD / max(largest, 1e-3)) ** 0.5
+
+
 FORWARD = Exercise(
     "multihead_forward",
     "multihead_forward",
@@ -238,6 +251,7 @@ FORWARD = Exercise(
     ),
     forbidden=("scaled_dot_product_attention",),
     loud=(0,),  # a softmax inside: scores past 88 as well
+    loud_scale=_loud_scale,  # x makes both q and k
 )
 
 # --- Exercise 4: counting parameters -----------------------------------------------------

@@ -23,6 +23,8 @@ from .core import (
     Failed,
     close,
     each_value,
+    fresh_values,
+    grown,
     one_size_at_a_time,
     other_divisor,
     resized,
@@ -97,6 +99,17 @@ def _judge_ln(cases, outcomes):
             raise Failed(
                 "Normalise each token over its own D features (dim=-1), not over the "
                 "tokens or the batch: that would be BatchNorm's statistics."
+            )
+        mean = x.mean(-1, keepdim=True)
+        cancelling = (x * x).mean(-1, keepdim=True) - mean * mean  # in x's dtype
+        if x.dtype != torch.float64 and close(
+            got, affine((x - mean) / torch.sqrt(cancelling + eps)), equal_nan=True
+        ):
+            raise Failed(
+                "Compute the variance as the mean of (x − mean)²: as E[x²] − E[x]² "
+                "the two terms nearly cancel when a token's mean is large next to "
+                f"its spread (here about {float(mean.abs().max()):.0f}), and float32 "
+                "keeps only the rounding error."
             )
         if close(got, x_hat):
             raise Failed("Apply the learned gain and shift: γ ⊙ x̂ + β.")
@@ -180,7 +193,22 @@ def _random_ln(g):
     D = int(torch.randint(2, 9, (), generator=g))
     x = 0.01 * torch.randn(3, D, generator=g)
     cases.append((x, torch.randn(D, generator=g), torch.randn(D, generator=g)))
+    # and tokens whose mean is far from 0 next to their spread: the variance as
+    # E[x²] − E[x]² cancels there, mean((x − mean)²) does not
+    D = int(torch.randint(4, 17, (), generator=g))
+    offset = float(60 + 90 * torch.rand((), generator=g))
+    x = torch.randn(2, 3, D, generator=g) + offset
+    cases.append((x, torch.randn(D, generator=g), torch.randn(D, generator=g), 1e-5))
     return cases
+
+
+def _layer_norm_twins(case, g):
+    """Fresh values, grown sizes, and a twin whose tokens sit far from 0 (a mean
+    of 60 to 150 next to their spread)."""
+    x, *rest = case
+    offset = float(60 + 90 * torch.rand((), generator=g))
+    far = (fresh_values(x, g) + offset, *fresh_values(tuple(rest), g))
+    return [fresh_values(case, g), grown(case, g), far]
 
 
 LAYER_NORM = Exercise(
@@ -205,6 +233,7 @@ LAYER_NORM = Exercise(
         ),
     ),
     forbidden=("layer_norm",),
+    twins=_layer_norm_twins,
 )
 
 # --- Exercise 2: the MLP, token by token ---------------------------------------------
@@ -521,7 +550,6 @@ PRE_NORM = Exercise(
         ),
     ),
     forbidden=("transformer_layer",),
-    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 
@@ -612,7 +640,6 @@ POST_NORM = Exercise(
         ),
     ),
     forbidden=("transformer_layer",),
-    loud=(0,),  # a softmax inside: scores past 88 as well
 )
 
 # --- Exercise 5: counting a block's parameters ----------------------------------------

@@ -43,6 +43,7 @@ Used by every exercise notebook (exercises/NN_topic.ipynb) through
 
 from __future__ import annotations
 
+import collections
 import io
 import itertools
 import os
@@ -83,6 +84,8 @@ __all__ = [
 ]
 
 VALUE, PROPERTY, UNSEEN = "value", "property", "unseen"
+#: How much larger a loud twin's arguments are (see ``Exercise.loud``).
+LOUD = 300.0
 NOT_ATTEMPTED = "not attempted"
 PASSED = "passed"
 FAILED = "failed"
@@ -168,6 +171,11 @@ class Exercise:
             twin with those arguments :data:`LOUD` times larger, so that
             scores pass 88, where ``exp`` overflows in float32 (chapter 2's
             stable softmax, wherever a softmax is).
+        loud_scale: how much larger: :data:`LOUD`, or ``loud_scale(case)``
+            where the argument enters the scores twice (x makes q and k): a
+            scale that brings the largest score to a few hundred, not 10⁵,
+            where float32's rounding alone moves the softmax of two close
+            scores (an honest answer failed 1 grading in 85).
     """
 
     key: str
@@ -178,6 +186,7 @@ class Exercise:
     forbidden: tuple[str, ...] = ()
     twins: Callable[[tuple, torch.Generator], list[tuple]] | None = None
     loud: tuple[int, ...] = ()
+    loud_scale: float | Callable[[tuple], float] = LOUD
 
     def __post_init__(self):
         if not any(c.kind == VALUE for c in self.checks):
@@ -191,7 +200,7 @@ class Exercise:
         with_twins = Check(
             drawn.name,
             _with_twins(drawn.cases, self),
-            _telling_overflow(drawn.judge, self.loud) if self.loud else drawn.judge,
+            _telling_overflow(drawn.judge) if self.loud else drawn.judge,
             UNSEEN,
             drawn.weight,
         )
@@ -214,7 +223,15 @@ class Exercise:
         for case in self.fixed_cases():
             made += [tuple(twin) for twin in twins(case, g)]
             if self.loud:
-                made.append(louder(fresh_values(case, g), self.loud))
+                fresh = fresh_values(case, g)
+                scale = self.loud_scale
+                loud = louder(
+                    fresh, self.loud, scale(fresh) if callable(scale) else scale
+                )
+                _LOUD_CASES[id(loud)] = loud
+                while len(_LOUD_CASES) > _LOUD_KEPT:
+                    _LOUD_CASES.popitem(last=False)
+                made.append(loud)
         return made
 
 
@@ -245,21 +262,20 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
-def _telling_overflow(judge, positions):
+#: The loud twins made lately, by id (held, so that no id is reused while it is
+#: here): the judge tells them from the other cases by identity, as judges see
+#: the very cases that were made (in the notebook and in the grader).
+_LOUD_CASES: collections.OrderedDict[int, tuple] = collections.OrderedDict()
+_LOUD_KEPT = 4096
+
+
+def _telling_overflow(judge):
     """``judge``, with the hint :data:`OVERFLOW` when it fails only on loud
-    inputs (an argument at ``positions`` of a size that a loud twin has), and
-    a result for such finite inputs is nan or inf; a mistake the other inputs
-    show keeps its own hint."""
+    twins, and a result for such finite inputs is nan or inf; a mistake the
+    other inputs show keeps its own hint."""
 
     def loud(case) -> bool:
-        return any(
-            isinstance(case[i], torch.Tensor)
-            and case[i].is_floating_point()
-            and case[i].numel() > 0
-            and float(case[i].abs().max()) >= LOUD / 10
-            for i in positions
-            if i < len(case)
-        )
+        return _LOUD_CASES.get(id(case)) is case
 
     def judged(cases, outcomes):
         try:
@@ -284,15 +300,11 @@ def _telling_overflow(judge, positions):
     return judged
 
 
-#: How much larger a loud twin's arguments are (see ``Exercise.loud``).
-LOUD = 300.0
-
-
-def louder(case: tuple, positions: Sequence[int]) -> tuple:
-    """``case`` with its floating tensors at ``positions`` :data:`LOUD` times
+def louder(case: tuple, positions: Sequence[int], scale: float = LOUD) -> tuple:
+    """``case`` with its floating tensors at ``positions`` ``scale`` times
     larger."""
     return tuple(
-        value * LOUD
+        value * scale
         if i in positions
         and isinstance(value, torch.Tensor)
         and value.is_floating_point()
