@@ -309,10 +309,12 @@ def test_every_fixed_case_has_twins_of_its_kind_with_other_values(number, key):
         # (an input of zeros alone has a twin of zeros: zeros are its kind)
         assert any(not _same_case(tuple(twin), tuple(case)) for twin in made), case
     (unseen,) = [c for c in exercise.checks if c.kind == core.UNSEEN]
-    first, second = unseen.cases(), unseen.cases()
+    first = unseen.cases()
     count = len(exercise.twin_cases(g))
     assert len(first) == len(exercise.drawn_cases()) + count
-    assert not _same_case(tuple(first[-count:]), tuple(second[-count:]))  # afresh
+    # afresh: a few sizes (H halved or doubled) can repeat, not every twin always
+    later = [unseen.cases()[-count:] for _ in range(5)]
+    assert any(not _same_case(tuple(first[-count:]), tuple(t)) for t in later)
 
 
 def test_fresh_values_keep_zeros_infinities_and_ties_not_values():
