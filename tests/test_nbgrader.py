@@ -48,14 +48,19 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     return result
 
 
-def gradebook_command(course: Path, *args: str) -> subprocess.CompletedProcess:
-    run = subprocess.run(
+def gradebook_run(course: Path, *args: str) -> subprocess.CompletedProcess:
+    """The course's class-grading command, run in ``course``, whatever it returns."""
+    return subprocess.run(
         [sys.executable, "-m", "transformer_course.gradebook", *args],
         cwd=course,
         capture_output=True,
         text=True,
         timeout=900,
     )
+
+
+def gradebook_command(course: Path, *args: str) -> subprocess.CompletedProcess:
+    run = gradebook_run(course, *args)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     # nbgrader's gradebook on SQLAlchemy 2 warned on every query before
     assert "Warning" not in run.stderr, run.stderr[-2000:]
@@ -364,42 +369,14 @@ def test_a_class_graded_as_the_readme_says(course):
         writer = csv.DictWriter(handle, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "transformer_course.gradebook",
-            "ch01",
-            "--student",
-            "bob",
-            "--csv",
-            "ch01.csv",
-        ],
-        cwd=course,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    refused = gradebook_run(course, "ch01", "--student", "bob", "--csv", "ch01.csv")
     assert refused.returncode == 2
     assert "patchify: 99 -> " in refused.stderr
     assert "Regrade the whole class" in refused.stderr
     (course / "ch01.csv").write_text(table)
 
     # a typo in --student is refused: it would add a student to the gradebook
-    typo = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "transformer_course.gradebook",
-            "ch01",
-            "--student",
-            "bbo",
-        ],
-        cwd=course,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    typo = gradebook_run(course, "ch01", "--student", "bbo")
     assert typo.returncode == 2
     assert "no student 'bbo'" in typo.stderr
     with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
