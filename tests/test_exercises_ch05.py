@@ -580,3 +580,37 @@ def test_an_error_from_narrow_past_the_end_fails_every_time():
             "a ValueError for positions beyond the table",
             "raise a ValueError",
         )
+
+
+FLOAT32_TABLES = {
+    # the twelfth red team's: honest float32 code, which failed 2 to 3 gradings
+    # in 100 on the long tables (N up to 2048) at a fixed tolerance of 1e-4
+    "powers": (
+        "def sinusoidal_table(N, D):\n"
+        "    two_k = torch.arange(0, D, 2).float()\n"
+        "    angles = torch.arange(N).float()[:, None] / 10000 ** (two_k / D)\n"
+        "    table = torch.zeros(N, D)\n"
+        "    table[:, 0::2], table[:, 1::2] = angles.sin(), angles.cos()\n"
+        "    return table\n"
+    ),
+    "the tutorial's exp": (
+        "import math\n"
+        "def sinusoidal_table(N, D):\n"
+        "    position = torch.arange(N).float().unsqueeze(1)\n"
+        "    div = torch.exp(torch.arange(0, D, 2).float() * (-math.log(10000.0) / D))\n"
+        "    table = torch.zeros(N, D)\n"
+        "    table[:, 0::2] = torch.sin(position * div)\n"
+        "    table[:, 1::2] = torch.cos(position * div)\n"
+        "    return table\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("form", list(FLOAT32_TABLES))
+def test_an_honest_float32_table_passes_the_long_tables(form):
+    exercise = EXERCISES["sinusoidal_table"]
+    (unseen,) = [c for c in exercise.checks if c.kind == core.UNSEEN]
+    function = namespace_from([FLOAT32_TABLES[form]])["sinusoidal_table"]
+    cases = [(N, D) for N in range(500, 2049, 97) for D in (2, 16, 34, 64)]
+    result = core.judge_outcomes(unseen, cases, core.call_cases(function, cases))
+    assert result.passed, result.hint
