@@ -1026,6 +1026,19 @@ GAPS.update(
 )
 
 
+# The twelfth pass: a post-norm block whose LayerNorms have ε = 0 (no fixed
+# case reached a norm with a constant token).
+GAPS.update(
+    {
+        (
+            4,
+            "post_norm_block",
+            "ε = 0",
+        ): 'def layer_norm(x, gamma, beta, eps=1e-5):\n    mean = x.mean(-1, keepdim=True)\n    var = ((x - mean) ** 2).mean(-1, keepdim=True)\n    return gamma * (x - mean) / torch.sqrt(var + eps) + beta\ndef mlp_forward(x, W1, b1, W2, b2):\n    return torch.relu(x @ W1.T + b1) @ W2.T + b2\ndef self_attention(h, params, n_heads):\n    B, N, D = h.shape\n    qkv = h @ params["attn.qkv_proj.weight"].T + params["attn.qkv_proj.bias"]\n    q, k, v = (t.view(B, N, n_heads, D // n_heads).transpose(1, 2) for t in qkv.chunk(3, -1))\n    s = q @ k.transpose(-2, -1) / (D // n_heads) ** 0.5\n    w = torch.softmax(s, -1)\n    heads = (w @ v).transpose(1, 2).reshape(B, N, D)\n    return heads @ params["attn.out_proj.weight"].T + params["attn.out_proj.bias"]\n\ndef post_norm_block(x, params, n_heads):\n    p = params\n    x = layer_norm(x + self_attention(x, p, n_heads), p["norm_1.weight"], p["norm_1.bias"], eps=0.0)\n    x = x + mlp_forward(x, p["mlp.up_proj.weight"], p["mlp.up_proj.bias"], p["mlp.down_proj.weight"], p["mlp.down_proj.bias"])\n    return layer_norm(x, p["norm_2.weight"], p["norm_2.bias"], eps=0.0)\n'
+    }
+)
+
+
 @pytest.mark.parametrize("where", list(GAPS), ids=lambda w: "-".join(map(str, w)))
 def test_what_the_unseen_inputs_cover(where):
     from exercise_helpers import namespace_from
