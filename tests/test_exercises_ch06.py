@@ -694,3 +694,24 @@ def test_answers_that_only_work_at_the_fixed_sizes_lose_the_unseen_check(
             exercise, namespace_from([source_code])[exercise.function]
         )
         assert report.score == 0, [(r.name, r.passed) for r in report.results]
+
+
+@pytest.mark.parametrize(("masked", "full"), [("-1e4", False), ("-1e9", True)])
+def test_a_mask_that_adds_a_finite_number_lets_huge_future_scores_through(masked, full):
+    """The twelfth red team's −10⁴ mask: future scores of 10⁵ get through it, so
+    it misses "zero weight on the future, whatever its scores"; −10⁹ does not."""
+    source = (
+        "import torch\n"
+        "def causal_attention_weights(scores):\n"
+        "    N = scores.shape[-1]\n"
+        "    future = torch.ones(N, N, dtype=torch.bool).triu(1)\n"
+        f"    return torch.softmax(scores + future * {masked}, dim=-1)\n"
+    )
+    namespace = {}
+    exec(source, namespace)
+    exercise = EXERCISES["causal_attention_weights"]
+    report = core.run_exercise(exercise, namespace["causal_attention_weights"])
+    failed = [r.name for r in report.results if not r.passed]
+    assert failed == (
+        [] if full else ["zero weight on the future, whatever its scores"]
+    )

@@ -191,16 +191,23 @@ def _future_cases():
     changed = s.clone()
     future = torch.ones(7, 7, dtype=torch.bool).triu(1)
     changed[:, future] = 10 * seeded_randn(2, int(future.sum()), seed=5)
-    return [(s,), (changed,)]
+    # and future scores of 10⁵: a mask that adds −10⁴ lets them through
+    loud = s.clone()
+    loud[:, future] = 1e5 + 10 * seeded_randn(2, int(future.sum()), seed=6)
+    return [(s,), (changed,), (loud,)]
 
 
 def _judge_future(cases, outcomes):
-    first, changed = returned_values(outcomes)
-    if first.shape != cases[0][0].shape or changed.shape != first.shape:
+    first, changed, loud = returned_values(outcomes)
+    if first.shape != cases[0][0].shape or {changed.shape, loud.shape} != {first.shape}:
         raise Failed("The weights have the scores' shape (..., N, N).")
     N = first.shape[-1]
     future = torch.ones(N, N, dtype=torch.bool).triu(1)
-    if first[..., future].abs().max() > 1e-7 or not _close(first, changed):
+    if (
+        first[..., future].abs().max() > 1e-7
+        or not _close(first, changed)
+        or not _close(first, loud)
+    ):
         raise Failed(
             "A query must give zero weight to every later key, whatever its score: "
             "changing the scores above the diagonal must change nothing."
