@@ -140,3 +140,47 @@ def test_a_softmax_divided_by_the_wrong_sum_is_told_so_by_every_check(divisor, h
     failed = [r for r in report.results if not r.passed]
     assert len(failed) == 4
     assert all(hint in r.hint for r in failed), [r.hint for r in failed]
+
+
+@pytest.mark.parametrize(
+    ("key", "source", "hints"),
+    [
+        (
+            "attention_weights",
+            "def attention_weights(q, k, mask=None):\n"
+            "    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+            "    if mask is not None:\n"
+            "        s = s.masked_fill(~mask, float('-inf'))\n"
+            "    return torch.softmax(s, dim=-2)\n",
+            ("runs over the queries (dim=-2)",),
+        ),
+        (
+            "attention",
+            "def attention(q, k, v):\n"
+            "    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+            "    return torch.softmax(s, dim=-2) @ v\n",
+            ("runs over the queries (dim=-2)",),
+        ),
+        (
+            "attention",
+            "def attention(q, k, v):\n"
+            "    s = q @ k.transpose(-2, -1) / v.shape[-1] ** 0.5\n"
+            "    return torch.softmax(s, dim=-1) @ v\n",
+            # (a drawn v of width 1 makes it no division at all, and says so)
+            ("not by √d_v", "Divide the scores by √d_k"),
+        ),
+    ],
+)
+def test_the_learners_mistakes_in_attention_are_named(key, source, hints):
+    """Issue 21's learner: a softmax over the queries was told "the mask was
+    applied after the softmax"; √d_v for √d_k got the generic hint."""
+    namespace = {"torch": torch}
+    exec(source, namespace)
+    report = core.run_exercise(EXERCISES[key], namespace[key])
+    failed = [r for r in report.results if not r.passed]
+    assert failed
+    named = [r for r in failed if r.kind != core.PROPERTY]
+    assert all(any(h in r.hint for h in hints) for r in named), [
+        (r.name, r.hint) for r in failed
+    ]
+    assert any(hints[0] in r.hint for r in named)

@@ -17,7 +17,7 @@ import pytest
 import torch
 from exercise_helpers import ROOT, namespace_from, solution_cells
 
-from transformer_course.exercises import CHAPTERS, chapter, core
+from transformer_course.exercises import CHAPTERS, chapter, core, twins
 
 MODULES = {n: chapter(n).module for n in CHAPTERS}
 CASES = [(n, key) for n in CHAPTERS for key in chapter(n).exercises]
@@ -297,11 +297,11 @@ def test_every_fixed_case_has_twins_of_its_kind_with_other_values(number, key):
     exercise = chapter(number).exercises[key]
     fixed = exercise.fixed_cases()
     g = torch.Generator().manual_seed(7)
-    twins = exercise.twins or core._fresh_twin
+    make_twins = exercise.twins or twins.default_twins
     strings = [v for case in fixed for v in case if type(v) is str]
     choices = {v for v in strings if strings.count(v) > 1}  # given in several cases
     for case in fixed:
-        made = twins(case, g)
+        made = make_twins(case, g)
         assert len(made) >= 2, (case, made)
         for twin in made:
             kinds = [_kind(v, choices) for v in twin]
@@ -319,7 +319,7 @@ def test_every_fixed_case_has_twins_of_its_kind_with_other_values(number, key):
 
 def test_fresh_values_keep_zeros_infinities_and_ties_not_values():
     x = torch.tensor([[0.0, 2.0, 2.0, -math.inf], [1.5, 1.5, 1.5, 1.5]])
-    twin = core.fresh_values(x, torch.Generator().manual_seed(0))
+    twin = twins.fresh_values(x, torch.Generator().manual_seed(0))
     assert twin[0, 0] == 0
     assert twin[0, 3] == -math.inf
     assert twin[0, 1] == twin[0, 2]
@@ -328,14 +328,14 @@ def test_fresh_values_keep_zeros_infinities_and_ties_not_values():
     assert twin[1, 0] != 1.5
     assert twin[1].mean() == twin[1, 0]  # a row of equal values averages exactly
     ids = torch.tensor([3, 0, 3, 1])
-    relabelled = core.fresh_values(ids, torch.Generator().manual_seed(1))
+    relabelled = twins.fresh_values(ids, torch.Generator().manual_seed(1))
     assert relabelled[0] == relabelled[2]
     assert int(relabelled.max()) <= 3
 
 
 def test_grown_twins_double_every_size_but_one_and_keep_rows_of_equal_values():
     x = torch.tensor([[[2.0, 2.0, 2.0], [1.0, -1.0, 0.0]]])  # (1, 2, 3)
-    twin = core.grown((x, 4, 1, True, "cls", 0.5), torch.Generator().manual_seed(0))
+    twin = twins.grown((x, 4, 1, True, "cls", 0.5), torch.Generator().manual_seed(0))
     more, heads, one, flag, choice, eps = twin
     assert more.shape == (1, 4, 6)
     assert (heads, one, flag, choice, eps) == (
@@ -383,7 +383,7 @@ def test_a_twin_does_not_give_itself_away():
         if exercise.twins is not None:  # sizes, texts, ids: no values to resemble
             continue
         for case in exercise.fixed_cases():
-            fresh, more = core.fresh_values(case, g), core.grown(case, g)
+            fresh, more = twins.fresh_values(case, g), twins.grown(case, g)
             for x, y, z in zip(
                 _float_inputs(case),
                 _float_inputs(fresh),
@@ -405,3 +405,17 @@ def test_a_twin_does_not_give_itself_away():
     assert abs(sum(correlations) / len(correlations)) < 0.1
     assert max(abs(c) for c in correlations) < 0.8
     assert 0.4 < sum(same_signs) / len(same_signs) < 0.6
+
+
+def test_an_exercise_is_refused_when_its_definition_is_incomplete():
+    """An exercise needs a value check, one unseen check (its twins ride on it)
+    and forbidden functions the runner knows."""
+    value = core.Check("value", list, lambda cases, outcomes: None)
+    unseen = core.unseen_check("unseen", lambda g: [], lambda cases, outcomes: None)
+    core.Exercise("ok", "f", "ok", 1, (value, unseen), forbidden=("softmax",))
+    with pytest.raises(ValueError, match="at least one value check"):
+        core.Exercise("no_value", "f", "t", 1, (unseen,))
+    with pytest.raises(ValueError, match="one unseen check, got 0"):
+        core.Exercise("no_unseen", "f", "t", 1, (value,))
+    with pytest.raises(ValueError, match="forbidden keys must be among"):
+        core.Exercise("typo", "f", "t", 1, (value, unseen), forbidden=("softmaxx",))

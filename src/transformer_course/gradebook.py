@@ -164,6 +164,12 @@ def _quiet():
         yield
 
 
+def _exercise_of(cell_name: str) -> str:
+    """The exercise a graded cell scores: ``check_merge_pair`` -> ``merge_pair``;
+    an instructor's own test cell by its name."""
+    return cell_name.removeprefix("check_")
+
+
 def hours(seconds: float) -> str:
     """ "16.5 hours", "1 hour", "0.1 hours"."""
     value = f"{seconds / 3600:.1f}".removesuffix(".0")
@@ -301,7 +307,7 @@ def _plan_of(gradebook, notebook) -> _Plan:
             "solution": False,
             "task": False,
         }
-        key = cell.name.removeprefix("check_")
+        key = _exercise_of(cell.name)
         if cell.name.startswith("check_") and key in known:
             points[key] = float(cell.max_score)
         elif cell.cell_type == "code" and source is not None:
@@ -562,7 +568,7 @@ class _NotebookJob:
             assignment=self.assignment,
             notebook=self.name,
             chapter=self.plan.chapter,
-            exercise=cell.removeprefix("check_") if cell.startswith("check_") else cell,
+            exercise=_exercise_of(cell),
             points=float(points),
             max_points=float(max_points),
             status=status,
@@ -589,11 +595,6 @@ class _NotebookJob:
         )
         if _timestamp(self.settings, self.folder)[0] is not None:
             _copy_small_file(self.folder / "timestamp.txt", folder / "timestamp.txt")
-
-    def _timestamp_unreadable(self) -> bool:
-        path = self.folder / "timestamp.txt"
-        exists = path.exists() or path.is_symlink()
-        return exists and _timestamp(self.settings, self.folder)[0] is None
 
     def _returnable(self) -> bool:
         """Whether nbgrader's feedback commands can hand this submission back:
@@ -757,7 +758,7 @@ def current_points(
         except MissingEntry:
             return {}
         return {
-            (nb.name, cell.name.removeprefix("check_")): float(cell.max_score)
+            (nb.name, _exercise_of(cell.name)): float(cell.max_score)
             for nb in notebooks
             for cell in nb.grade_cells
             if cell.cell_type == "code"

@@ -356,9 +356,9 @@ def _relabelled_merge(case, g):
     fresh one, equal ids by equal ones, so that the pattern of the case stays;
     and such a list twice over."""
     ids, pair, new_id = case
+    every = list(dict.fromkeys([*ids, *pair, new_id]))
     twins = []
     for times in (1, 2):
-        every = list(dict.fromkeys([*ids, *pair, new_id]))
         fresh = torch.randperm(max(every) * 3 + 300, generator=g)[: len(every)]
         relabel = dict(zip(every, fresh.tolist(), strict=True))
         relabelled = [relabel[i] for i in ids] * times

@@ -6,18 +6,15 @@ import torch
 
 from ..multihead import MultiHeadAttention, merge_heads, parameter_count, split_heads
 from .core import (
-    LOUD,
     Check,
     Exercise,
     Failed,
     close,
-    one_size_at_a_time,
-    other_divisor,
-    resized,
     returned_values,
     seeded_randn,
     unseen_check,
 )
+from .twins import LOUD, one_size_at_a_time, other_divisor, resized
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -237,10 +234,9 @@ def _loud_scale(case) -> float:
     """How much larger x must be for the largest score of a case to reach 300
     (x makes both q and k: the scores grow as its square)."""
     x, W_qkv, _, H = case
-    B, N, D = x.shape
-    q, k, _ = (x.double() @ W_qkv.double().T).split(D, dim=-1)
-    q = q.reshape(B, N, H, D // H).transpose(1, 2)  # (B, H, N, d)
-    k = k.reshape(B, N, H, D // H).transpose(1, 2)
+    D = x.shape[-1]
+    q, k, _ = (x.double() @ W_qkv.double().T).split(D, dim=-1)  # (B, N, D) each
+    q, k = split_heads(q, H), split_heads(k, H)  # (B, H, N, d)
     largest = float((q @ k.transpose(-2, -1)).max()) / (D // H) ** 0.5
     return (LOUD / max(largest, 1e-3)) ** 0.5
 

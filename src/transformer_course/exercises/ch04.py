@@ -23,13 +23,11 @@ from .core import (
     Failed,
     close,
     each_value,
-    one_size_at_a_time,
-    other_divisor,
-    resized,
     returned_values,
     seeded_randn,
     unseen_check,
 )
+from .twins import one_size_at_a_time, other_divisor, resized
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]

@@ -33,13 +33,12 @@ from .core import (
     Failed,
     close,
     each_value,
-    one_size_at_a_time,
-    resized,
     returned_values,
     seeded_randn,
     unseen,
     unseen_check,
 )
+from .twins import one_size_at_a_time, resized
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]

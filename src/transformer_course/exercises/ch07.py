@@ -32,18 +32,14 @@ from .core import (
     close,
     each_value,
     expect_returned_shape,
-    fresh_tiles,
-    fresh_values,
-    grown,
     names_the_sizes,
-    one_size_at_a_time,
-    resized,
     returned_values,
     seeded_randn,
     sizes_p_does_not_divide,
     unseen,
     unseen_check,
 )
+from .twins import fresh_tiles, fresh_values, grown, one_size_at_a_time, resized
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]

@@ -30,8 +30,8 @@ Every exercise also gets the property check "leaves its inputs unchanged".
 
 **Twins.** The unseen check also judges a *twin* of every fixed case: the same
 shapes, dtypes, flags and omitted defaults, the same zeros, infinities and ties,
-but fresh values (see :func:`fresh_values`; an exercise whose inputs are sizes
-or texts names its own twin); one with every size doubled (:func:`grown`); and,
+but fresh values (see :mod:`.twins`; an exercise whose inputs are sizes or
+texts names its own twins); one with every size doubled; and,
 where a softmax is inside, one with scores past where ``exp`` overflows
 (``Exercise.loud``). A wrong general rule that only a fixed case would
 catch, with a table of that case's answer, is then wrong on its twin: whatever
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import collections
 import io
-import itertools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ import torch
 
 from . import runner
 from .runner import to_plain
+from .twins import LOUD, default_twins, fresh_values, louder
 
 __all__ = [
     "Check",
@@ -66,15 +66,9 @@ __all__ = [
     "call_cases",
     "close",
     "each_value",
-    "fresh_tiles",
-    "fresh_values",
-    "grown",
     "judge_outcomes",
-    "one_size_at_a_time",
-    "other_divisor",
     "outcome_from_dict",
     "report_from_outcomes",
-    "resized",
     "returned_values",
     "run_exercise",
     "seeded_randn",
@@ -84,8 +78,6 @@ __all__ = [
 ]
 
 VALUE, PROPERTY, UNSEEN = "value", "property", "unseen"
-#: How much larger a loud twin's arguments are (see ``Exercise.loud``).
-LOUD = 300.0
 NOT_ATTEMPTED = "not attempted"
 PASSED = "passed"
 FAILED = "failed"
@@ -163,9 +155,9 @@ class Exercise:
         forbidden: keys of :data:`.runner.FORBIDDEN`: functions the learner
             must not call (the exercise asks them to write it themselves).
         twins: ``twins(case, generator)`` makes a fixed case's twins, a list
-            of cases (see the module docstring): one case of
-            :func:`fresh_values` unless the exercise's inputs need their own
-            (sizes that must divide, texts, ids).
+            of cases (see the module docstring): :func:`.twins.default_twins`
+            unless the exercise's inputs need their own (sizes that must
+            divide, texts, ids).
         loud: positions of the arguments that set the scale of scores a
             softmax inside the function meets: each fixed case also gets a
             twin with those arguments :data:`LOUD` times larger, so that
@@ -191,6 +183,12 @@ class Exercise:
     def __post_init__(self):
         if not any(c.kind == VALUE for c in self.checks):
             raise ValueError(f"{self.key}: expected at least one value check")
+        unknown = set(self.forbidden) - set(runner.FORBIDDEN)
+        if unknown:
+            raise ValueError(
+                f"{self.key}: forbidden keys must be among {sorted(runner.FORBIDDEN)}, "
+                f"got {sorted(unknown)}"
+            )
         unseen_checks = [c for c in self.checks if c.kind == UNSEEN]
         if len(unseen_checks) != 1:
             raise ValueError(
@@ -206,11 +204,11 @@ class Exercise:
         )
         checks = tuple(with_twins if c is drawn else c for c in self.checks)
         object.__setattr__(self, "checks", checks)
-        object.__setattr__(self, "drawn_cases", drawn.cases)
+        object.__setattr__(self, "_drawn", drawn.cases)
 
-    def drawn_cases(self) -> list[tuple]:  # replaced in __post_init__
+    def drawn_cases(self) -> list[tuple]:
         """The unseen check's inputs drawn afresh, without the twins."""
-        raise NotImplementedError
+        return self._drawn()
 
     def fixed_cases(self) -> list[tuple]:
         """The value checks' inputs, in order: the cases a table could hold."""
@@ -218,7 +216,7 @@ class Exercise:
 
     def twin_cases(self, g: torch.Generator) -> list[tuple]:
         """The twins of every fixed case (see the module docstring), from ``g``."""
-        twins = self.twins or _fresh_twin
+        twins = self.twins or default_twins
         made = []
         for case in self.fixed_cases():
             made += [tuple(twin) for twin in twins(case, g)]
@@ -298,181 +296,6 @@ def _telling_overflow(judge):
             raise
 
     return judged
-
-
-def louder(case: tuple, positions: Sequence[int], scale: float = LOUD) -> tuple:
-    """``case`` with its floating tensors at ``positions`` ``scale`` times
-    larger."""
-    return tuple(
-        value * scale
-        if i in positions
-        and isinstance(value, torch.Tensor)
-        and value.is_floating_point()
-        else value
-        for i, value in enumerate(case)
-    )
-
-
-def _fresh_twin(case: tuple, g: torch.Generator) -> list[tuple]:
-    return [fresh_values(case, g), grown(case, g)]
-
-
-def one_size_at_a_time(case: tuple, g: torch.Generator, resize) -> list[tuple]:
-    """Twins of a case of sizes: for each argument in turn, a case in which
-    ``resize(case, i, g)`` changed argument ``i`` (and whatever must change
-    with it), the others kept; ``resize`` returns None for an argument it
-    keeps (a flag, a choice). A rule that goes wrong for, say, twelve layers
-    is then tried with twelve layers and every other size fresh."""
-    twins = []
-    for i in range(len(case)):
-        changed = resize(case, i, g)
-        if changed is not None:
-            twins.append(tuple(changed))
-    return twins
-
-
-def fresh_values(case: Any, g: torch.Generator) -> Any:
-    """A fixed case's twin: every floating tensor's values drawn afresh, its
-    shape, dtype and structure kept.
-
-    Each distinct value becomes a draw of its own, at the tensor's typical
-    scale and of either sign, independent of the value it replaces (so that a
-    twin does not give itself away by resembling its fixed case); zeros,
-    infinities and NaNs stay, equal values stay equal (a row of equal scores
-    stays equal), and a value far larger than the others stays about as large
-    and of its sign (a test of overflow stays one). Integer tensors (ids,
-    positions) are relabelled by a random permutation of 0..max, so ids stay
-    ids of the same table and equal ids stay equal. Python numbers, strings,
-    booleans and None (sizes, flags, settings) are kept, and lists, tuples and
-    dicts are walked.
-    """
-    if isinstance(case, torch.Tensor):
-        if case.is_floating_point():
-            return _fresh_floats(case, g)
-        if case.dtype in (torch.int64, torch.int32, torch.int16, torch.int8):
-            return _relabelled(case, g)
-        return case.clone()
-    if type(case) in (list, tuple):
-        return type(case)(fresh_values(item, g) for item in case)
-    if type(case) is dict:
-        return {key: fresh_values(value, g) for key, value in case.items()}
-    return case
-
-
-def grown(case: Any, g: torch.Generator) -> Any:
-    """A fixed case's grown twin: every size of 2 or more doubled, in every
-    tensor's shape and every Python int (a head count, a patch size, an
-    offset, top-k), so that the sizes still fit one another: D = H·d,
-    a patch size that divides the image, the rows of a table the ids index.
-    Sizes of 1 stay 1, and ranks, dtypes, flags and choices stay.
-
-    Values are tiled, each tile given fresh values as :func:`fresh_values`
-    gives them (see :func:`fresh_tiles`), ids relabelled within the grown
-    range: a rule
-    that goes wrong only past some size that a fixed case reaches, with a table
-    keyed on the fixed cases' shapes, goes wrong here.
-    """
-    if isinstance(case, torch.Tensor):
-        repeats = [2 if n >= 2 else 1 for n in case.shape]
-        if case.is_floating_point():
-            return fresh_tiles(case, repeats, g)
-        grown_tensor = case.repeat(*repeats)
-        if case.dtype in (torch.int64, torch.int32, torch.int16, torch.int8):
-            if grown_tensor.numel() == 0 or int(grown_tensor.max()) <= 0:
-                return grown_tensor
-            high = 2 * int(grown_tensor.max()) + 2
-            permutation = torch.randperm(high, generator=g)
-            relabelled = permutation[grown_tensor.clamp(min=0).long()].to(case.dtype)
-            return torch.where(grown_tensor >= 0, relabelled, grown_tensor)
-        return grown_tensor
-    if type(case) is int:
-        return 2 * case if case >= 2 else case
-    if type(case) in (list, tuple):
-        return type(case)(grown(item, g) for item in case)
-    if type(case) is dict:
-        return {key: grown(value, g) for key, value in case.items()}
-    return case
-
-
-def _fresh_floats(x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Fresh values for ``x``: each distinct value v becomes a draw of its own,
-    independent of v, except for what makes the case a kind of its own."""
-    if x.numel() == 0:
-        return x.clone()
-    distinct, index = torch.unique(x.detach().double(), return_inverse=True)
-    finite = torch.isfinite(distinct) & (distinct != 0)
-    typical = distinct[finite].abs().median() if finite.any() else torch.tensor(1.0)
-    # a value far beyond the others (the 1000 of a test of overflow) stays
-    # about as large, and of its sign
-    large = finite & (distinct.abs() > 8 * typical)
-    draws = torch.randn(distinct.shape, generator=g, dtype=torch.float64)
-    ordinary = draws * typical
-    near = distinct * (
-        0.8 + 0.45 * torch.rand(distinct.shape, generator=g, dtype=torch.float64)
-    )
-    fresh = torch.where(large, near, torch.where(finite, ordinary, distinct))
-    # a value that occurs more than once (a row of equal values) gets 8
-    # significant bits, so that such a row sums, and averages, exactly
-    counts = torch.bincount(index.flatten(), minlength=len(distinct))
-    mantissa, exponent = torch.frexp(fresh)
-    short = torch.ldexp(torch.round(mantissa * 256) / 256, exponent)
-    fresh = torch.where((counts > 1) & finite & ~large, short, fresh)
-    return fresh[index].to(x.dtype)
-
-
-def fresh_tiles(
-    x: torch.Tensor, repeats: Sequence[int], g: torch.Generator
-) -> torch.Tensor:
-    """``x`` tiled ``repeats`` times along each axis (1 or 2), each tile with
-    fresh values of its own (see :func:`fresh_values`); a row of equal values
-    (along the last axis) stays a row of equal values."""
-    grown_tensor = x.repeat(*repeats)
-    for tile in itertools.product(
-        *(
-            [slice(0, n), slice(n, 2 * n)] if r == 2 else [slice(None)]
-            for n, r in zip(x.shape, repeats, strict=True)
-        )
-    ):
-        grown_tensor[tile] = _fresh_floats(x, g)
-    if x.dim() and repeats[-1] == 2 and x.shape[-1] >= 2:
-        equal = (x == x[..., :1]).all(-1, keepdim=True)
-        equal = equal.repeat(*repeats[:-1], 1)
-        last = x.shape[-1]
-        halves = grown_tensor[..., :last].repeat(*[1] * (x.dim() - 1), 2)
-        grown_tensor = torch.where(equal, halves, grown_tensor)
-    return grown_tensor
-
-
-def _relabelled(ids: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Non-negative ints relabelled by a random permutation of 0..max (negative
-    ones, e.g. an index to ignore, kept)."""
-    if ids.numel() == 0 or int(ids.max()) <= 0:
-        return ids.clone()
-    permutation = torch.randperm(int(ids.max()) + 1, generator=g)
-    return torch.where(
-        ids >= 0, permutation[ids.clamp(min=0).long()].to(ids.dtype), ids
-    )
-
-
-def other_divisor(n: int, d: int, g: torch.Generator) -> int | None:
-    """A divisor of ``n`` other than ``d``, the nearer ones likelier (a head
-    count for a width); None when ``n`` has no other."""
-    divisors = [k for k in range(1, n + 1) if n % k == 0 and k != d]
-    if not divisors:
-        return None
-    divisors.sort(key=lambda k: abs(k - d))
-    near = divisors[: max(1, min(3, len(divisors)))]
-    return near[int(torch.randint(len(near), (), generator=g))]
-
-
-def resized(n: int, g: torch.Generator, *, multiple_of: int = 1) -> int:
-    """A size other than ``n``, near it (about 0.75 n to 1.35 n, and at least
-    one step away), and a multiple of ``multiple_of``: for the twins of
-    exercises whose inputs are sizes."""
-    low = max(1, int(0.75 * n) // multiple_of)
-    high = max(low + 1, int(1.35 * n) // multiple_of + 1, n // multiple_of + 1)
-    choices = [k * multiple_of for k in range(low, high + 1) if k * multiple_of != n]
-    return choices[int(torch.randint(len(choices), (), generator=g))]
 
 
 @dataclass(frozen=True)
