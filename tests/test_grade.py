@@ -360,3 +360,27 @@ def test_the_preamble_defines_what_the_setup_cell_does(chapter):
     course = {"tc", "chapter", "ex"}  # the package, hidden when grading
     assert names(code) - course <= names(PREAMBLE)
     assert "F" in names(code)
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("cell", "status"),
+    [
+        ("def double(x):\n    raise NotImplementedError\n", "not attempted"),
+        ("x = 1\n", "missing"),  # no double() at all: the test's NameError
+        ("def double(x):\n    return 3 * x\n", "failed"),
+    ],
+)
+def test_an_instructors_test_reads_as_the_course_exercises_do(tmp_path, cell, status):
+    """Issue 21's instructor: a stub read "failed", as did a function never
+    written; the course's own exercises say "not attempted" and "missing"."""
+    from transformer_course.grade import InstructorTest
+
+    notebook = insert_after(submission(), "quiz-text", cell)
+    test = InstructorTest("test_double", "assert double(2) == 4, 'not double'\n", 2.0)
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["build_char_vocab"], tests=[test]
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["test_double"].status == status
+    assert graded["test_double"].points == 0
