@@ -715,3 +715,30 @@ def test_a_mask_that_adds_a_finite_number_lets_huge_future_scores_through(masked
     assert failed == (
         [] if full else ["zero weight on the future, whatever its scores"]
     )
+
+
+@pytest.mark.parametrize(("masked", "full"), [("-1e4", False), ("-1e9", True)])
+def test_a_cache_mask_that_adds_a_finite_number_lets_a_huge_later_key_through(
+    masked, full
+):
+    """The same mask in attention with a KV cache: a later new key whose score
+    is 10⁵ gets through −10⁴ (partial credit, not full marks); −10⁹ holds."""
+    source = (
+        "import torch\n"
+        "def attend_with_cache(q, k, v, k_cache, v_cache, length):\n"
+        "    N = q.shape[-2]\n"
+        "    k_cache, v_cache = k_cache.clone(), v_cache.clone()\n"
+        "    k_cache[..., length:length + N, :] = k\n"
+        "    v_cache[..., length:length + N, :] = v\n"
+        "    K, V = k_cache[..., :length + N, :], v_cache[..., :length + N, :]\n"
+        "    s = q @ K.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+        "    later = torch.ones(N, length + N, dtype=torch.bool).triu(length + 1)\n"
+        f"    return torch.softmax(s + later * {masked}, -1) @ V, k_cache, v_cache\n"
+    )
+    namespace = {}
+    exec(source, namespace)
+    exercise = EXERCISES["attend_with_cache"]
+    report = core.run_exercise(exercise, namespace["attend_with_cache"])
+    failed = [r.name for r in report.results if not r.passed]
+    assert failed == ([] if full else ["ignores later new tokens and the empty buffer"])
+    assert report.score < exercise.points or full

@@ -1039,6 +1039,46 @@ GAPS.update(
 )
 
 
+# The twelfth pass, left over: a block whose learner writes its own attention
+# with a softmax that overflows (the given one is stable); the loud twins scale
+# the query and key weights until scores reach a few hundred.
+_NAIVE_BLOCK_PARTS = (
+    "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+    "    mean = x.mean(-1, keepdim=True)\n"
+    "    var = ((x - mean) ** 2).mean(-1, keepdim=True)\n"
+    "    return gamma * (x - mean) / torch.sqrt(var + eps) + beta\n"
+    "def mlp_forward(x, W1, b1, W2, b2):\n"
+    "    return torch.relu(x @ W1.T + b1) @ W2.T + b2\n"
+    "def self_attention(h, params, n_heads):\n"
+    "    B, N, D = h.shape\n"
+    '    qkv = h @ params["attn.qkv_proj.weight"].T + params["attn.qkv_proj.bias"]\n'
+    "    q, k, v = (t.view(B, N, n_heads, D // n_heads).transpose(1, 2)"
+    " for t in qkv.chunk(3, -1))\n"
+    "    e = torch.exp(q @ k.transpose(-2, -1) / (D // n_heads) ** 0.5)"
+    "  # wrong: no max subtracted\n"
+    "    heads = (e / e.sum(-1, keepdim=True) @ v).transpose(1, 2).reshape(B, N, D)\n"
+    '    return heads @ params["attn.out_proj.weight"].T'
+    ' + params["attn.out_proj.bias"]\n'
+    "def norm(x, p, i):\n"
+    '    return layer_norm(x, p[f"norm_{i}.weight"], p[f"norm_{i}.bias"])\n'
+    "def mlp(x, p):\n"
+    '    return mlp_forward(x, p["mlp.up_proj.weight"], p["mlp.up_proj.bias"],'
+    ' p["mlp.down_proj.weight"], p["mlp.down_proj.bias"])\n'
+)
+GAPS.update(
+    {
+        (4, "pre_norm_block", "no maximum subtracted"): _NAIVE_BLOCK_PARTS
+        + "def pre_norm_block(x, params, n_heads):\n"
+        "    x = x + self_attention(norm(x, params, 1), params, n_heads)\n"
+        "    return x + mlp(norm(x, params, 2), params)\n",
+        (4, "post_norm_block", "no maximum subtracted"): _NAIVE_BLOCK_PARTS
+        + "def post_norm_block(x, params, n_heads):\n"
+        "    x = norm(x + self_attention(x, params, n_heads), params, 1)\n"
+        "    return norm(x + mlp(x, params), params, 2)\n",
+    }
+)
+
+
 @pytest.mark.parametrize("where", list(GAPS), ids=lambda w: "-".join(map(str, w)))
 def test_what_the_unseen_inputs_cover(where):
     from exercise_helpers import namespace_from
@@ -1148,7 +1188,13 @@ def test_a_softmax_that_overflows_is_told_why():
 
 @pytest.mark.parametrize(
     ("number", "key"),
-    [(3, "multihead_forward"), (2, "attention"), (6, "attend_with_cache")],
+    [
+        (3, "multihead_forward"),
+        (2, "attention"),
+        (6, "attend_with_cache"),
+        (4, "pre_norm_block"),
+        (4, "post_norm_block"),
+    ],
 )
 def test_an_honest_answer_passes_the_loud_twins(number, key):
     """The eleventh pass: x made 300 times larger fed q and k, scores reached

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..block import MLP, Block, BlockConfig
+from ..multihead import split_heads
 from ..norms import layer_norm as _layer_norm
 from .core import (
     PROPERTY,
@@ -27,7 +28,7 @@ from .core import (
     seeded_randn,
     unseen_check,
 )
-from .twins import one_size_at_a_time, other_divisor, resized
+from .twins import LOUD, one_size_at_a_time, other_divisor, resized
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -499,6 +500,34 @@ def _judge_pre_norm(cases, outcomes):
             )
 
 
+def _louder_attention(norm_first: bool):
+    """The loud twin of a block case: the query and key weights scaled so that
+    the largest attention score reaches :data:`LOUD` (a few hundred, past 88,
+    where ``exp`` overflows in float32). Scaling x would not do: in a pre-norm
+    block attention sees norm_1(x), whatever x's scale."""
+
+    def loud(case):
+        x, params, H = case
+        p = {name: value.double() for name, value in params.items()}
+        h = x.double()
+        if norm_first:
+            h = _layer_norm(h, p["norm_1.weight"], p["norm_1.bias"])
+        D = h.shape[-1]
+        qkv = h @ p["attn.qkv_proj.weight"].T + p["attn.qkv_proj.bias"]
+        q, k, _ = qkv.split(D, dim=-1)  # (B, N, D) each
+        q, k = split_heads(q, H), split_heads(k, H)  # (B, H, N, d)
+        largest = float((q @ k.transpose(-2, -1)).max()) / (D // H) ** 0.5
+        scale = (LOUD / max(largest, 1e-3)) ** 0.5  # q and k both grow
+        params = dict(params)
+        for kind in ("weight", "bias"):  # rows 0..2D-1 make q and k
+            w = params[f"attn.qkv_proj.{kind}"].clone()
+            w[: 2 * D] *= scale
+            params[f"attn.qkv_proj.{kind}"] = w
+        return (x, params, H)
+
+    return loud
+
+
 def _zero_branch_cases():
     cases = []
     for x, params, H in _block_cases():
@@ -539,6 +568,7 @@ PRE_NORM = Exercise(
         ),
     ),
     forbidden=("transformer_layer",),
+    loud=_louder_attention(norm_first=True),  # a softmax inside: scores past 88
 )
 
 
@@ -643,6 +673,7 @@ POST_NORM = Exercise(
         ),
     ),
     forbidden=("transformer_layer",),
+    loud=_louder_attention(norm_first=False),  # a softmax inside: scores past 88
 )
 
 # --- Exercise 5: counting a block's parameters ----------------------------------------

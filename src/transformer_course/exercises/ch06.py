@@ -776,17 +776,27 @@ def _later_cases():
     k2, v2 = k.clone(), v.clone()
     k2[:, :, -1], v2[:, :, -1] = 5 * torch.randn(1, 2, 3, generator=g), 0
     garbage = _cache_case(1, 2, 4, 3, 9, 2, torch.Generator().manual_seed(41), True)
-    return [case, (q, k2, v2, *rest), garbage]
+    # the last key pointing along the first query, 10⁵ long: its score for that
+    # query is about 10⁵, which a mask that adds −10⁴ lets through
+    k3 = k.clone()
+    k3[:, :, -1] = 1e5 * q[:, :, 0] / q[:, :, 0].norm(dim=-1, keepdim=True)
+    return [case, (q, k2, v2, *rest), garbage, (q, k3, v2, *rest)]
 
 
 def _judge_later(cases, outcomes):
-    (out, *_), (changed, *_), (garbage, *_) = (_triple(o) for o in outcomes)
-    if out.shape != cases[0][0].shape or changed.shape != out.shape:
+    (out, *_), (changed, *_), (garbage, *_), (loud, *_) = (
+        _triple(o) for o in outcomes
+    )
+    if out.shape != cases[0][0].shape or {changed.shape, loud.shape} != {out.shape}:
         raise Failed("out has the queries' shape (B, H, N, d).")
-    if not _close(out[:, :, :-1], changed[:, :, :-1]):
+    if not (
+        _close(out[:, :, :-1], changed[:, :, :-1])
+        and _close(out[:, :, :-1], loud[:, :, :-1])
+    ):
         raise Failed(
             "A new token must not see the new tokens after it: changing the last "
-            "token's key and value must leave the other outputs unchanged."
+            "token's key and value, even to a score of 10⁵, must leave the other "
+            "outputs unchanged (mask with −∞, or a value far below any score)."
         )
     if not _close(out, garbage):
         raise Failed(

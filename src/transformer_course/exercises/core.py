@@ -162,7 +162,9 @@ class Exercise:
             softmax inside the function meets: each fixed case also gets a
             twin with those arguments :data:`LOUD` times larger, so that
             scores pass 88, where ``exp`` overflows in float32 (chapter 2's
-            stable softmax, wherever a softmax is).
+            stable softmax, wherever a softmax is). Or ``loud(case)``, the
+            loud twin itself, where the scale lies inside an argument (a
+            block's weights, in a dict).
         loud_scale: how much larger: :data:`LOUD`, or ``loud_scale(case)``
             where the argument enters the scores twice (x makes q and k): a
             scale that brings the largest score to a few hundred, not 10⁵,
@@ -177,7 +179,7 @@ class Exercise:
     checks: tuple[Check, ...]
     forbidden: tuple[str, ...] = ()
     twins: Callable[[tuple, torch.Generator], list[tuple]] | None = None
-    loud: tuple[int, ...] = ()
+    loud: tuple[int, ...] | Callable[[tuple], tuple] = ()
     loud_scale: float | Callable[[tuple], float] = LOUD
 
     def __post_init__(self):
@@ -223,9 +225,12 @@ class Exercise:
             if self.loud:
                 fresh = fresh_values(case, g)
                 scale = self.loud_scale
-                loud = louder(
-                    fresh, self.loud, scale(fresh) if callable(scale) else scale
-                )
+                if callable(self.loud):
+                    loud = tuple(self.loud(fresh))
+                else:
+                    loud = louder(
+                        fresh, self.loud, scale(fresh) if callable(scale) else scale
+                    )
                 _LOUD_CASES[id(loud)] = loud
                 while len(_LOUD_CASES) > _LOUD_KEPT:
                     _LOUD_CASES.popitem(last=False)
