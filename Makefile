@@ -14,6 +14,7 @@ $(INSTALLED): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m transformer_course.lab_settings
 	touch $(INSTALLED)
 
 book: $(INSTALLED)

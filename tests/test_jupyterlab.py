@@ -157,6 +157,15 @@ def replace_source(page, where, source: str) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def unrendered_widgets(page) -> list[str]:
+    """The first line of each code cell whose widget JupyterLab cannot draw."""
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll('.jp-CodeCell'))
+        .filter(c => c.textContent.includes('model not found'))
+        .map(c => c.querySelector('.jp-InputArea').textContent.split('\\n')[0])"""
+    )
+
+
 def check_output(page, key: str):
     return cell(page, f'ex.check("{key}"').locator(".jp-OutputArea-output")
 
@@ -237,10 +246,19 @@ def test_a_learner_works_through_the_notebook(page, lab):
     progress = cell(page, "ex.progress()").locator(".jp-OutputArea-output")
     sync_api.expect(progress).to_contain_text("passed, on try 2", timeout=WAIT)
 
-    # saved, closed and reopened: answers come back when the cells run again
+    # saved, closed and reopened: the widgets are drawn from the state saved
+    # with the notebook (python -m transformer_course.lab_settings, which make
+    # runs), not "model not found"; answers come back when the cells run again
     page.keyboard.press("Control+s")
     page.wait_for_timeout(1000)
+    menu(page, "Kernel", "Shut Down Kernel")  # as when JupyterLab is closed
+    page.wait_for_selector("text=Python 3 (ipykernel) | Idle", state="detached")
     open_notebook(page, lab)
+    page.wait_for_timeout(2000)
+    assert not unrendered_widgets(page), unrendered_widgets(page)
+    sync_api.expect(check_output(page, "build_char_vocab")).to_contain_text(
+        "5 of 5 checks passed", timeout=WAIT
+    )
     run_all(page)
     size = quiz(page, "quiz_embedding_size")
     sync_api.expect(size).to_contain_text("Correct", timeout=WAIT)

@@ -31,8 +31,10 @@ import it by name), ``train_gpt`` (``python -m transformer_course.train_gpt``,
 training from the command line, on one process or under ``torchrun``),
 ``exercises`` (self-checking exercise notebooks), ``grade``
 (``python -m transformer_course.grade``, the autograder) with ``sandbox`` (where
-graded code runs) and ``gradebook`` (grading a class through nbgrader), and
-``book_assets`` (vendored JavaScript for offline reading).
+graded code runs) and ``gradebook`` (grading a class through nbgrader),
+``book_assets`` (vendored JavaScript for offline reading) and ``lab_settings``
+(``python -m transformer_course.lab_settings``: JupyterLab keeps the exercise
+widgets drawn after a reopen).
 
 The test tests/test_package.py lists the package's modules and checks that each
 is named here.
