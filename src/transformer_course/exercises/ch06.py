@@ -784,9 +784,7 @@ def _later_cases():
 
 
 def _judge_later(cases, outcomes):
-    (out, *_), (changed, *_), (garbage, *_), (loud, *_) = (
-        _triple(o) for o in outcomes
-    )
+    (out, *_), (changed, *_), (garbage, *_), (loud, *_) = (_triple(o) for o in outcomes)
     if out.shape != cases[0][0].shape or {changed.shape, loud.shape} != {out.shape}:
         raise Failed("out has the queries' shape (B, H, N, d).")
     if not (
