@@ -350,7 +350,8 @@ LAYOUT = """() => {
   const wider = element => element.scrollWidth > element.clientWidth + 1;
   const outside = box => box.left < column.left - 1 || box.right > column.right + 1;
   const label = element => element.textContent.trim().replace(/\\s+/g, " ").slice(0, 60);
-  const found = {equations: 0, clipped_equations: [], double_numbers: [],
+  const found = {equations: 0, clipped_equations: [], scrolled_equations: [],
+                 double_numbers: [],
                  code: 0, scrolled_code: [], clipped_code: [], tables: 0,
                  clipped_tables: [], wide_images: []};
   for (const math of article.querySelectorAll("mjx-container[display='true']")) {
@@ -360,6 +361,8 @@ LAYOUT = """() => {
     const overflows = wider(math) || inner.left < box.left - 1 || outside(box);
     if (overflows && !(ownScrollBox(math) && !outside(box) && inner.left >= box.left - 1)) {
       found.clipped_equations.push(label(math));
+    } else if (overflows) {
+      found.scrolled_equations.push(label(math));
     }
     const wrapper = math.closest("div.math");
     const sphinxNumber = wrapper && wrapper.querySelector(".eqno");
@@ -446,6 +449,17 @@ def test_nothing_is_cut_off_at_any_width(layouts, width):
         if bad:
             problems[name] = bad
     assert not problems, problems
+
+
+def test_every_equation_fits_without_scrolling_even_on_a_phone(layouts):
+    """Long equations are broken over lines (``aligned``, one relation per
+    line), so that none needs its scroll box, down to a phone's 390 px."""
+    scrolled = {
+        where: found["scrolled_equations"]
+        for where, found in layouts.items()
+        if found["scrolled_equations"]
+    }
+    assert not scrolled, scrolled
 
 
 def test_from_1024_px_up_the_books_code_fits_its_column(layouts):
