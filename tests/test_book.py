@@ -170,3 +170,24 @@ def test_chapter_one_ran_with_its_figures(site):
 
 def test_footer_has_this_copyright(site):
     assert "2026" in (site / "book" / "intro.html").read_text(encoding="utf-8")
+
+
+def test_citations_link_to_their_entries_on_the_references_page(site):
+    """[Turner](#turner2023) keeps its text and links to Turner's entry (with
+    the reference as its tooltip); every entry of references.bib is listed."""
+    references = (site / "book" / "references.html").read_text()
+    entries = set(re.findall(r'<div class="citation" id="([^"]+)"', references))
+    bib = (ROOT / "references.bib").read_text()
+    assert len(entries) == len(re.findall(r"^@\w+\{", bib, re.M))
+    chapter = (site / "book" / "04_block.html").read_text()
+    links = re.findall(
+        r'<a class="course-citation reference internal" href="references\.html#([^"]+)"'
+        r' title="([^"]*)"><span[^>]*>([^<]*)</span>',
+        chapter,
+    )
+    assert len(links) >= 20, len(links)
+    for anchor, _title, text in links:
+        assert anchor in entries, (anchor, text)
+    turner = [title for _, title, text in links if text == "Turner"]
+    assert turner
+    assert all("An introduction to transformers" in title for title in turner)
