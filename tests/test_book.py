@@ -191,3 +191,24 @@ def test_citations_link_to_their_entries_on_the_references_page(site):
     turner = [title for _, title, text in links if text == "Turner"]
     assert turner
     assert all("An introduction to transformers" in title for title in turner)
+
+
+def test_equation_numbers_link_to_their_equations(site):
+    """[eq. (5.2)](#eq-5-2) links to the equation tagged 5.2, on its page or
+    another (an exercise page links into its chapter)."""
+    linked = 0
+    for page in sorted((site / "book").glob("*.html")) + sorted(
+        (site / "exercises").glob("*.html")
+    ):
+        text = page.read_text()
+        for target in re.findall(
+            r'<a class="course-eq reference internal" href="([^"]*)"', text
+        ):
+            path, anchor = target.split("#")
+            there = (page.parent / path).resolve() if path else page
+            assert f'<span class="target" id="{anchor}"></span>' in there.read_text(), (
+                page.name,
+                target,
+            )
+            linked += 1
+    assert linked >= 80, linked

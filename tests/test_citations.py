@@ -1,8 +1,11 @@
-"""Every citation is a link to the References page (issue 22).
+"""Every citation links to the References page, every equation number to its
+equation (issue 22).
 
 Chapters cite a work as a Markdown link to its key in references.bib,
-``[Turner](#turner2023) §2.3``: the book links it to the work's entry on the
-References page (_ext/course_citations.py), and Jupyter shows the same text.
+``[Turner](#turner2023) §2.3``, and an equation by its number,
+``[eq. (4.4)](#eq-4-4)``: the book links them to the work's entry on the
+References page and to the equation tagged 4.4 (_ext/course_links.py);
+Jupyter shows the same text.
 """
 
 from __future__ import annotations
@@ -48,6 +51,20 @@ def markdown(path: str) -> list[str]:
     return [c.source for c in notebook.cells if c.cell_type == "markdown"]
 
 
+#: The equations the book numbers, by anchor (``\\tag{4.4}`` -> ``eq-4-4``).
+TAGS = {
+    "eq-" + re.sub(r"[^0-9A-Za-z]+", "-", tag).strip("-")
+    for path in SOURCES
+    if path.startswith("book/")
+    for text in markdown(path)
+    for tag in re.findall(r"\\tag\{([^}]*)\}", text)
+}
+
+
+def test_the_tagged_equations_are_found():
+    assert {"eq-1-1", "eq-4-4", "eq-T1-T2", "eq-7-1"} <= TAGS
+
+
 def test_the_bibliography_holds_the_courses_spine():
     assert {"turner2023", "vaswani2017", "xiong2020", "dosovitskiy2021"} <= KEYS
     turner = re.search(
@@ -64,10 +81,15 @@ def test_every_citation_is_a_link_to_a_key_of_the_bibliography(path):
             target = link.group(1)
             if re.fullmatch(r"[a-z]+(\d{4})?", target) and target not in KEYS:
                 unknown.append(target)
+            if target.startswith("eq-") and target not in TAGS:
+                unknown.append(target)
         prose = NOT_PROSE.sub(" ", text)
         unlinked += [m.group(0) for m in CITED_AS.finditer(prose)]
-    assert not unknown, f"{path}: links to keys not in references.bib: {unknown}"
-    assert not unlinked, f"{path}: citations that are not links: {unlinked}"
+        unlinked += re.findall(r"\beqs?\. \(?(?:\d\.\d|T\d)", prose)
+    assert not unknown, f"{path}: links to no key of references.bib, no tag: {unknown}"
+    assert not unlinked, (
+        f"{path}: citations or equations that are not links: {unlinked}"
+    )
 
 
 def test_every_work_in_the_bibliography_is_cited():
