@@ -156,9 +156,19 @@ def test_quizzes_are_html_on_the_page_not_widget_snapshots(site, number):
     page = (site / "exercises" / f"{name}.html").read_text(encoding="utf-8")
     keys = re.findall(r'<form class="tc-quiz" data-quiz="([^"]+)"', page)
     assert keys == list(chapter(number).quizzes)
-    # the exercise checks and the progress table stay widgets
-    views = page.count('<script type="application/vnd.jupyter.widget-view+json">')
-    assert views == len(chapter(number).exercises) + 1
+
+
+@pytest.mark.parametrize("number", sorted(CHAPTERS))
+def test_exercise_pages_have_no_dead_buttons(site, number):
+    """Checks and the progress table need a kernel: on the static page each
+    shows its results and says so in place, with no "Check again" button."""
+    name = EXERCISE_NAMES[number]
+    page = (site / "exercises" / f"{name}.html").read_text(encoding="utf-8")
+    assert "widget-view+json" not in page  # no widget snapshot at all
+    assert "Check again" not in page
+    notes = page.count('<p class="tc-needs-kernel">')
+    assert notes == len(chapter(number).exercises) + 1  # each check, the progress
+    assert page.count("not attempted") >= len(chapter(number).exercises)
 
 
 def test_chapter_one_ran_with_its_figures(site):

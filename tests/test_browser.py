@@ -397,19 +397,29 @@ LAYOUT = """() => {
 
 @pytest.fixture(scope="module")
 def layouts(browser, server):
-    """Each page at each width: what does not fit (and, at a phone's width, a
-    screenshot of each page: the 1280 px ones are the page test's)."""
+    """Each page at each width: what does not fit, and a screenshot of each page
+    at each width: the whole page at a phone's width (the 1280 px ones are the
+    page test's), the first screen at 1920 and 1024 px (JPEG, in layout/)."""
     found = {}
+    (SCREENSHOTS / "layout").mkdir(parents=True, exist_ok=True)
     pages = [name for name in PAGES if name not in ("genindex", "search")]
     for width in WIDTHS:
         for name in pages:
             visit = PageVisit(browser, server, f"{name}.html", width=width)
             try:
                 found[name, width] = visit.page.evaluate(LAYOUT)
+                stem = name.replace("/", "-")
                 if width == 390:  # a phone's; the page test keeps the 1280 px one
                     visit.page.screenshot(
-                        path=SCREENSHOTS / f"{name.replace('/', '-')}@{width}.png",
+                        path=SCREENSHOTS / f"{stem}@{width}.png",
                         full_page=True,
+                        animations="disabled",
+                    )
+                elif width != 1280:  # the first screen (layout.json has the rest)
+                    visit.page.screenshot(
+                        path=SCREENSHOTS / "layout" / f"{stem}@{width}.jpeg",
+                        type="jpeg",
+                        quality=70,
                         animations="disabled",
                     )
             finally:

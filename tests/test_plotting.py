@@ -280,3 +280,33 @@ def test_image_grid_draws_every_image_with_its_title():
         plotting.image_grid(images, ["a"])
     with pytest.raises(ValueError, match=r"got shape \(8, 8\)"):
         plotting.image_grid(torch.rand(8, 8))
+
+
+def test_loss_curves_of_several_runs_keep_the_legend_off_the_curves():
+    """Four runs and a reference: 5 entries (one per run, two line styles, the
+    reference), not 9, and placed beside the axes (issue 22: a nine-entry
+    legend covered chapter 4's warm-up curves)."""
+    from transformer_course.train import History
+
+    history = History(
+        steps=list(range(10)),
+        train_losses=[3.0 - 0.1 * s for s in range(10)],
+        val_steps=[4, 9],
+        val_losses=[2.7, 2.2],
+    )
+    runs = {f"run {i}": history for i in range(4)}
+    ax = tc.plotting.loss_curves(runs, references={"uniform": 2.3})
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "run 0",
+        "run 1",
+        "run 2",
+        "run 3",
+        "train (thin line)",
+        "validation",
+        "uniform: 2.30",
+    ]
+    ax.figure.canvas.draw()
+    box = legend.get_window_extent()
+    assert box.x0 >= ax.get_window_extent().x1  # beside the axes, not over them
+    plt.close("all")

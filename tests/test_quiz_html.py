@@ -130,9 +130,11 @@ def test_the_quiz_box_offers_the_widget_and_the_html():
     assert WIDGET_VIEW in bundle
     assert bundle["text/html"] == quiz.html()
     assert quiz._repr_mimebundle_()["text/html"] == quiz.html()
-    # checks and progress stay plain widgets
+    # checks and progress carry a static view too, saying they need a kernel
     progress = chapter(2).progress()._repr_mimebundle_()
-    assert "text/html" not in progress
+    assert WIDGET_VIEW in progress
+    assert "Progress: " in progress["text/html"]
+    assert "run this notebook" in progress["text/html"]
 
 
 def test_the_book_shows_the_html_and_jupyter_the_widget():
@@ -141,7 +143,7 @@ def test_the_book_shows_the_html_and_jupyter_the_widget():
     for builder in ("html", "dirhtml", "singlehtml"):
         order = get_mime_priority(builder, [tuple(o) for o in overrides])
         assert order.index("text/html") < order.index(WIDGET_VIEW), builder
-        # a widget without HTML (a check, the progress table) is still a widget
+        # a widget without HTML is still a widget
         assert order.index(WIDGET_VIEW) < order.index("text/plain")
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
@@ -358,7 +359,9 @@ def loss_curves(
         held_out: what the held-out curve is called in the legend ("test" in
             chapter 7, whose digits have no separate validation split).
 
-    Returns the axes, with labelled axes, a legend and a title.
+    Returns the axes, with labelled axes, a legend and a title. With several
+    runs the legend names each run once (its colour), then the two line
+    styles, then the references, beside the axes rather than over the curves.
     """
     if not histories:
         raise ValueError("histories: expected at least one run, got none")
@@ -390,7 +393,7 @@ def loss_curves(
                 lw=1.5,
                 label=f"{name}: {held_out}",
             )
-    for index, (label, value) in enumerate((references or {}).items()):
+    reference_lines = [
         ax.axhline(
             value,
             color="0.4",
@@ -398,11 +401,32 @@ def loss_curves(
             lw=1,
             label=f"{label}: {value:.2f}",
         )
+        for index, (label, value) in enumerate((references or {}).items())
+    ]
     ax.set_xlabel("step")
     ax.set_ylabel("cross-entropy (nats)")
     ax.set_title(title)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend(loc="best")  # where it hides the fewest points of the curves
+    if len(histories) == 1:
+        ax.legend(loc="best")  # where it hides the fewest points of the curves
+        return ax
+    # several runs: one entry per run (its colour), one per line style, then
+    # the references; beside the axes, where no legend covers a curve
+    runs = [
+        Line2D([], [], color=f"C{index}", marker="o", ms=4, lw=1.5, label=name)
+        for index, name in enumerate(histories)
+    ]
+    styles = [
+        Line2D([], [], color="0.3", lw=1, label="train (thin line)"),
+        Line2D([], [], color="0.3", lw=1.5, marker="o", ms=4, label=held_out),
+    ]
+    ax.legend(
+        handles=runs + styles + reference_lines,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+        fontsize="small",
+    )
     return ax
 
 

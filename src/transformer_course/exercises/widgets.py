@@ -118,17 +118,34 @@ def report_text(report: Report) -> str:
     return "\n".join(lines)
 
 
+#: Under a check or the progress table on the built book's static pages, where
+#: no kernel runs the "Check again" button.
+NEEDS_KERNEL = (
+    '<p class="tc-needs-kernel"><i>To check your answers, run this notebook: in '
+    "Jupyter, or on Colab or Binder with the launch button (the rocket) at the top "
+    "of this page.</i></p>"
+)
+
+
 class _WithFallback:
-    """A widget whose mime bundle also carries ``text/plain``: what it shows
-    where the widget cannot be drawn, and that re-running the cell brings it
-    back."""
+    """A widget whose mime bundle also carries ``text/plain`` and, where it
+    has one, ``text/html``: what is shown where the widget cannot be drawn.
+
+    Jupyter draws the widget; the plain text (with :data:`RERUN`) is for
+    viewers without widgets; the book prefers the HTML (``_config.yml``), a
+    static view of the same results that needs no kernel and has no button
+    that does nothing.
+    """
 
     fallback_text = ""
+    fallback_html = ""
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is not None:  # None once the widget is closed
             bundle["text/plain"] = f"{self.fallback_text}\n{RERUN}".strip()
+            if self.fallback_html:
+                bundle["text/html"] = self.fallback_html
         return bundle
 
 
@@ -178,9 +195,11 @@ def check_widget(exercise: Exercise, function: Callable | None):
         PROGRESS[exercise.key] = fresh.status
         results.value = render_report(fresh)
         box.fallback_text = report_text(fresh)
+        box.fallback_html = render_report(fresh) + NEEDS_KERNEL
 
     button.on_click(on_click)
     box.fallback_text = report_text(report)
+    box.fallback_html = render_report(report) + NEEDS_KERNEL
     box.report = report  # for tests and for the curious
     return box
 
@@ -198,12 +217,6 @@ class QuizBox(_WithFallback, widgets.VBox):
         super().__init__(children, **kwargs)
         self.fallback_html = fallback_html
         self.fallback_text = fallback_text
-
-    def _repr_mimebundle_(self, **kwargs):
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if bundle is not None:  # None once the widget is closed
-            bundle["text/html"] = self.fallback_html
-        return bundle
 
 
 # --- answers kept across kernels --------------------------------------------------
@@ -527,9 +540,9 @@ def progress_widget(
         for key, title in zip(keys, titles, strict=True)
     )
     done = sum(PROGRESS.get(key) == PASSED for key in keys)
-    box = ProgressBox(
-        f"<b>Progress: {done} of {len(keys)} passed.</b><table>{rows}</table>"
-    )
+    table = f"<b>Progress: {done} of {len(keys)} passed.</b><table>{rows}</table>"
+    box = ProgressBox(table)
+    box.fallback_html = table + NEEDS_KERNEL
     box.fallback_text = f"Progress: {done} of {len(keys)} passed.\n" + "\n".join(
         f"  {title}: {_status(key)}" for key, title in zip(keys, titles, strict=True)
     )
