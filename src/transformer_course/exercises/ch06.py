@@ -851,12 +851,15 @@ QUIZZES = {
     ),
     "quiz_incremental": MultipleChoice(
         key="quiz_incremental",
-        question="The incremental property X⁽ⁿ⁾ = X⁽ⁿ⁺¹⁾₁:D,₁:ₙ says that appending a "
-        "token changes nothing computed for the earlier ones. What does it buy?",
-        explanation="Turner lists both: at training time the N predictions "
-        "p(w₁), p(w₂|w₁), … come from one forward pass, and at generation time the "
-        "representations (in practice each block's keys and values, a KV cache) of "
-        "the earlier tokens are kept, so each new token costs one pass of one token.",
+        question="The incremental property, the chapter's eq. (6.3), X⁽ⁿ⁾ = X⁽ⁿ⁺¹⁾₁:ₙ "
+        "(the first n rows of the output on n + 1 tokens are the output on n "
+        "tokens), says that appending a token changes nothing computed for the "
+        "earlier ones. What does it buy?",
+        explanation="Turner lists both: at training time one masked pass over a "
+        "window's N inputs gives all N predictions p(wₙ₊₁ | w₁:ₙ), row n having seen "
+        "w₁:ₙ only, and at generation time the representations (in practice each "
+        "block's keys and values, a KV cache) of the earlier tokens are kept, so each "
+        "new token costs one pass of one token.",
         options=[
             "All N predictions in one training pass, and a KV cache for generation",
             "Attention whose cost grows linearly rather than quadratically with the "
@@ -874,8 +877,8 @@ QUIZZES = {
         "decimals.)",
         explanation="e^0.6 / (e^0.1 + e^0.6) = 1 / (1 + e^−0.5) ≈ 0.622, and 0.378 "
         'for "This". The masked entries, set to −∞, get weight 0, and the row '
-        "still sums to 1. (The handwritten notes' values have slips: row 3 is "
-        "[0.258, 0.316, 0.426], row 4 [0.214, 0.262, 0.262, 0.262].)",
+        "still sums to 1. The other rows, computed the same way: row 3 is "
+        "[0.258, 0.316, 0.426], row 4 [0.214, 0.262, 0.262, 0.262].",
         answer=round(1 / (1 + math.exp(-0.5)), 3),
         rel_tol=2e-3,
     ),
