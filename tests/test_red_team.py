@@ -1219,3 +1219,96 @@ def test_an_honest_answer_passes_the_loud_twins(number, key):
         outcomes = core.call_cases(function, core.as_the_grader_loads([twins])[0])
         result = core.judge_outcomes(unseen, twins, outcomes)
         assert result.passed, (seed, result.hint)
+
+
+# --- the thirteenth pass ----------------------------------------------------------
+
+_FIND_JOB = (
+    "import gc\n"
+    "_jobs = [o for o in gc.get_objects() if type(o) is dict and 'cells' in o "
+    "and 'forbidden' in o]\n"
+)
+_TAMPERING = {
+    "the job's forbidden list emptied": _FIND_JOB
+    + "for _job in _jobs:\n    _job['forbidden'] = []\n",
+    "FORBIDDEN emptied": "import gc\n"
+    "for _o in gc.get_objects():\n"
+    "    if type(_o) is dict and 'softmax' in _o and 'embedding' in _o:\n"
+    "        for _k in list(_o):\n"
+    "            _o[_k] = (_o[_k][0], frozenset(), frozenset())\n",
+    "torch's modes and Library switched off": "import torch.overrides, torch.library\n"
+    "import torch.utils._python_dispatch as _pd\n"
+    "for _cls in (torch.overrides.TorchFunctionMode, _pd.TorchDispatchMode):\n"
+    "    _cls.__enter__ = lambda self: self\n"
+    "    _cls.__exit__ = lambda self, *a: None\n"
+    "torch.library.Library.impl = lambda self, *a, **k: None\n",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("tampering", list(_TAMPERING))
+def test_a_cell_cannot_switch_the_forbidden_watch_off(tmp_path, tampering):
+    """The thirteenth red team gave torch.softmax full marks in stable_softmax
+    three ways: emptying the job's forbidden list (found with gc), emptying the
+    runner's FORBIDDEN, or making torch's modes and Library do nothing."""
+    source = _TAMPERING[tampering] + (
+        "def stable_softmax(x):\n    return torch.softmax(x, dim=-1)\n"
+    )
+    notebook = submission({"stable_softmax": source}, chapter=2)
+    result = grade_notebook(
+        write(tmp_path, notebook, "02_attention.ipynb"), only=["stable_softmax"]
+    )
+    (grade,) = result.exercises
+    assert grade.points == 0, (tampering, grade)
+
+
+@needs_bwrap
+def test_a_cell_cannot_replace_an_instructors_test_or_read_it(tmp_path):
+    """The thirteenth red team replaced an instructor's test with "pass" by
+    rewriting the job's dict (found with gc), and read the hidden tests from
+    the plan file named in sys.argv; the job's test is read before any cell
+    runs, and the plan file is gone by then."""
+    from transformer_course.grade import InstructorTest
+
+    secret = "SECRET-CASE-123"
+    notebook = submission()
+    insert_after(
+        notebook,
+        "quiz-text",
+        "def double(x):\n    return 0\n"
+        + _FIND_JOB
+        + "for _job in _jobs:\n    _job['test'] = 'pass\\n'\n"
+        "import sys, pathlib\n"
+        "_seen = pathlib.Path(sys.argv[1]).exists() if len(sys.argv) > 1 else False\n"
+        "assert not _seen, 'the plan file is readable'\n",
+    )
+    test = InstructorTest(
+        "test_double", f"assert double(2) == 4, 'not double'  # {secret}\n", 2.0
+    )
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["merge_pair"], tests=[test]
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["test_double"].points == 0, graded["test_double"]
+    assert "the plan file is readable" not in str(graded)
+    assert secret not in graded["merge_pair"].hint
+
+
+@needs_bwrap
+def test_replacing_deepcopy_does_not_hide_a_change_in_place(tmp_path):
+    """copy.deepcopy made the identity let an in-place stable_softmax keep full
+    marks; now the runner sees it patched and the exercise earns nothing."""
+    source = (
+        "import copy\ncopy.deepcopy = lambda x, memo=None: x\n"
+        "def stable_softmax(x):\n"
+        "    x.sub_(x.max(-1, keepdim=True).values)\n"
+        "    x.exp_()\n"
+        "    x.div_(x.sum(-1, keepdim=True))\n"
+        "    return x\n"
+    )
+    notebook = submission({"stable_softmax": source}, chapter=2)
+    result = grade_notebook(
+        write(tmp_path, notebook, "02_attention.ipynb"), only=["stable_softmax"]
+    )
+    (grade,) = result.exercises
+    assert grade.points < grade.max_points, grade

@@ -967,6 +967,42 @@ def _raised_by_the_stub(err: NotImplementedError, function) -> bool:
     return innermost.tb_frame.f_code is code
 
 
+#: What the watch and the in-place check rely on outside this module: each
+#: attribute of these objects (as the runner found it) must still be the same
+#: object when a learner's function is called. The thirteenth red team switched
+#: the watch off by patching torch's mode classes and its Library, and hid an
+#: in-place change by replacing copy.deepcopy.
+def _relied_on() -> dict[str, object]:
+    from torch.utils import _python_dispatch
+
+    owners = {
+        "copy": copy,
+        "sys": sys,
+        "threading": threading,
+        "functools": functools,
+        "builtins": builtins,
+        "torch.overrides": torch.overrides,
+        "torch.utils._python_dispatch": _python_dispatch,
+        "torch.library": torch.library,
+        "TorchFunctionMode": TorchFunctionMode,
+        "TorchDispatchMode": TorchDispatchMode,
+        "Library": torch.library.Library,
+        "torch.Tensor": torch.Tensor,
+        "TensorBase": torch._C.TensorBase,
+    }
+    found = {}
+    for owner_name, owner in owners.items():
+        for name, value in list(vars(owner).items()):
+            if callable(value) or isinstance(value, staticmethod | classmethod):
+                found[f"{owner_name}.{name}"] = value
+    for name in ("equal", "isnan", "is_floating_point", "is_complex"):
+        found[f"torch.{name}"] = getattr(torch, name)
+    for name in dir(torch._C):  # the mode stacks and the dispatcher
+        if any(part in name for part in ("torch_function", "dispatch", "_mode")):
+            found[f"torch._C.{name}"] = getattr(torch._C, name)
+    return found
+
+
 def _snapshot() -> dict:
     """What the watch is made of: this module's functions and classes, and the
     classes' attributes (a learner's cell that patches them shows up)."""
@@ -980,11 +1016,30 @@ def _snapshot() -> dict:
     return found
 
 
-def _intact() -> bool:
-    now = _snapshot()
-    return now.keys() == _PRISTINE.keys() and all(
-        now[k] is v for k, v in _PRISTINE.items()
+def _forbidden_now() -> tuple:
+    """The forbidden keys and names, by value (a cell could empty the dict)."""
+    return tuple(
+        (key, text, tuple(sorted(functions)), tuple(sorted(ops)))
+        for key, (text, functions, ops) in sorted(FORBIDDEN.items())
     )
+
+
+def _intact() -> bool:
+    """Whether nothing the watch relies on was patched since the runner was
+    imported: this module's functions and classes, FORBIDDEN's contents, and
+    what :func:`_relied_on` lists (attributes added since do not count)."""
+    now = _snapshot()
+    if now.keys() != _PRISTINE.keys() or any(
+        now[k] is not v for k, v in _PRISTINE.items()
+    ):
+        return False
+    try:
+        if _forbidden_now() != _PRISTINE_FORBIDDEN:
+            return False
+        relied = _relied_on()
+    except Exception:  # a patched attribute that breaks the lookups themselves
+        return False
+    return all(relied.get(k, _MISSING) is v for k, v in _PRISTINE_RELIED.items())
 
 
 # --- the sandbox's script: a fork server ------------------------------------------
@@ -1209,25 +1264,44 @@ def _run_cell(run, namespace: dict, source: str) -> str | None:
     return None
 
 
+def _no_new_audit_hooks(event: str, args: tuple) -> None:
+    """An audit hook that refuses every later one: a learner's hook would see
+    the instructor's test compiled (its hidden asserts) and every file opened."""
+    if event == "sys.addaudithook":
+        raise RuntimeError("audit hooks are not available while grading")
+
+
 def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> int:
     """In the forked child: the preamble, the learner's cells, the calls."""
+    # What the job needs, read before any learner code runs, into values no
+    # cell can reach and change (the thirteenth red team rewrote the job's
+    # dict, found with gc, to replace a test or empty the forbidden list); the
+    # other jobs, and their instructors' tests, are dropped from this process.
+    preamble, cells = plan["preamble"], tuple(tuple(cell) for cell in job["cells"])
+    test, function_name = job.get("test"), job.get("function")
+    forbidden, limits = tuple(job.get("forbidden", ())), dict(plan.get("limits") or {})
+    for other in plan.get("jobs", ()):
+        other.clear()
+    job.clear()
+    plan.clear()
+    sys.addaudithook(_no_new_audit_hooks)
     os.chdir(work)
     progress = os.fdopen(progress_fd, "a", buffering=1, encoding="utf-8")
     namespace, run = _shell()
     progress.write("preamble\n")
-    preamble_error = run(plan["preamble"])
+    preamble_error = run(preamble)
     errors = []
-    for index, source in job["cells"]:
+    for index, source in cells:
         progress.write(f"cell {index}\n")
         error = _run_cell(run, namespace, source)
         if error is not None:
             errors.append([index, error[:300]])
     progress.write("call\n")
-    if job.get("test") is not None:  # an instructor's own test cell, run last
+    if test is not None:  # an instructor's own test cell, run last
         # compiled as it stands: not through IPython, whose input transformers
         # the learner's cells can change (one that empties later cells passed it)
         try:
-            _EXEC(_COMPILE(job["test"], "<instructor's test>", "exec"), namespace)
+            _EXEC(_COMPILE(test, "<instructor's test>", "exec"), namespace)
             test_error = None
         except BaseException as err:
             test_error = f"{type(err).__name__}: {_message(err)}"
@@ -1241,7 +1315,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
         (work / RESULT_FILE).write_bytes(encode_result(result))
         progress.write("done\n")
         return 0
-    function = namespace.get(job["function"])
+    function = namespace.get(function_name)
     result = {
         "preamble_error": preamble_error,
         "defined": callable(function),
@@ -1251,7 +1325,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
     if callable(function):
         for check_cases in cases:
             result["outcomes"].append(
-                call_cases(function, check_cases, job["forbidden"], plan.get("limits"))
+                call_cases(function, check_cases, forbidden, limits or None)
             )
     (work / RESULT_FILE).write_bytes(encode_result(result))
     progress.write("done\n")
@@ -1380,6 +1454,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     argv = sys.argv[1:] if argv is None else argv
     plan = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    # read once: gone before any learner code runs (it holds the instructors'
+    # tests, hidden ones included)
+    with contextlib.suppress(OSError):
+        Path(argv[0]).unlink()
     _set_limits(plan.get("rlimits", {}))
     # PR_SET_PDEATHSIG, set here: setpriv's change of user cleared bwrap's. When
     # the grader stops the sandbox, we die, and with us (PID 1) all it holds.
@@ -1413,7 +1491,10 @@ def main(argv: list[str] | None = None) -> int:
     os._exit(0)  # skips the interpreter's slow shutdown (torch): nothing is left to do
 
 
+_MISSING = object()
 _PRISTINE = _snapshot()
+_PRISTINE_FORBIDDEN = _forbidden_now()
+_PRISTINE_RELIED = _relied_on()
 
 if __name__ == "__main__":
     sys.exit(main())
