@@ -184,3 +184,24 @@ def test_the_learners_mistakes_in_attention_are_named(key, source, hints):
         (r.name, r.hint) for r in failed
     ]
     assert any(hints[0] in r.hint for r in named)
+
+
+@pytest.mark.parametrize(("masked", "full"), [("-1e4", False), ("-1e9", True)])
+def test_a_mask_added_as_a_finite_number_lets_a_huge_masked_score_through(masked, full):
+    """The thirteenth red team's −10⁴ mask had full marks here (chapter 6 gave
+    it partial credit): a masked key whose score is 10⁵ gets through it."""
+    namespace = {}
+    exec(
+        "import torch\n"
+        "def attention_weights(q, k, mask=None):\n"
+        "    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+        "    if mask is not None:\n"
+        f"        s = s + (~mask) * {masked}\n"
+        "    return torch.softmax(s, dim=-1)\n",
+        namespace,
+    )
+    exercise = chapter(2).exercises["attention_weights"]
+    report = core.run_exercise(exercise, namespace["attention_weights"])
+    failed = [r.name for r in report.results if not r.passed]
+    assert failed == ([] if full else ["a masked key gets weight 0, whatever its score"])
+    assert full or 0 < report.score < exercise.points

@@ -10,6 +10,7 @@ from .core import (
     Exercise,
     Failed,
     close,
+    close_at_scale,
     returned_values,
     seeded_randn,
     unseen_check,
@@ -151,14 +152,6 @@ def _reference_forward(x, W_qkv, W_o, n_heads):
         return module(x.double())
 
 
-def _close_at_scale(got, want) -> bool:
-    """Equal within 1e-4 of the output's own size as well as of each value: two
-    nearly equal scores of a few hundred share their weight differently after
-    float32's rounding, which moves an output near 0 by a little of that size."""
-    scale = max(1.0, float(want.abs().max())) if want.numel() else 1.0
-    return close(got, want, atol=1e-4 * scale)
-
-
 def _forward_cases():
     return [
         (
@@ -179,7 +172,7 @@ def _forward_cases():
 def _judge_forward(cases, outcomes):
     for (x, W_qkv, W_o, h), got in zip(cases, returned_values(outcomes), strict=True):
         want = _reference_forward(x, W_qkv, W_o, h)
-        if _close_at_scale(got, want):
+        if close_at_scale(got, want):
             continue
         if tuple(got.shape) != tuple(x.shape):
             raise Failed(

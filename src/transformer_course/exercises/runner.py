@@ -975,12 +975,7 @@ def _raised_by_the_stub(err: NotImplementedError, function) -> bool:
 def _relied_on() -> dict[str, object]:
     from torch.utils import _python_dispatch
 
-    owners = {
-        "copy": copy,
-        "sys": sys,
-        "threading": threading,
-        "functools": functools,
-        "builtins": builtins,
+    owners = {  # every callable attribute of these
         "torch.overrides": torch.overrides,
         "torch.utils._python_dispatch": _python_dispatch,
         "torch.library": torch.library,
@@ -995,8 +990,17 @@ def _relied_on() -> dict[str, object]:
         for name, value in list(vars(owner).items()):
             if callable(value) or isinstance(value, staticmethod | classmethod):
                 found[f"{owner_name}.{name}"] = value
-    for name in ("equal", "isnan", "is_floating_point", "is_complex"):
-        found[f"torch.{name}"] = getattr(torch, name)
+    # of these, only what the runner uses: a kernel rebinds others as it runs
+    # (ipykernel sets builtins.input and sys.displayhook for each cell)
+    for owner, names in (
+        (copy, ("deepcopy", "copy")),
+        (sys, ("setprofile", "getprofile", "settrace", "gettrace")),
+        (threading, ("setprofile", "getprofile")),
+        (functools, ("partial",)),
+        (torch, ("equal", "isnan", "is_floating_point", "is_complex")),
+    ):
+        for name in names:
+            found[f"{owner.__name__}.{name}"] = getattr(owner, name)
     for name in dir(torch._C):  # the mode stacks and the dispatcher
         if any(part in name for part in ("torch_function", "dispatch", "_mode")):
             found[f"torch._C.{name}"] = getattr(torch._C, name)
