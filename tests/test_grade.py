@@ -384,3 +384,22 @@ def test_an_instructors_test_reads_as_the_course_exercises_do(tmp_path, cell, st
     graded = {e.key: e for e in result.exercises}
     assert graded["test_double"].status == status
     assert graded["test_double"].points == 0
+
+
+@needs_bwrap
+def test_a_helper_written_under_the_check_counts_as_check_again_saw_it(tmp_path):
+    """The thirteenth red team: an answer calling a helper defined in a new
+    cell under the check passed "Check again" and got 0 from the grader."""
+    notebook = submission(
+        {"stable_softmax": "def stable_softmax(x):\n    return _soft(x)\n"}, chapter=2
+    )
+    insert_after(
+        notebook,
+        "check_stable_softmax",
+        "def _soft(x):\n"
+        "    e = (x - x.max(dim=-1, keepdim=True).values).exp()\n"
+        "    return e / e.sum(dim=-1, keepdim=True)\n",
+    )
+    path = write(tmp_path, notebook, "02_attention.ipynb")
+    (grade,) = grade_notebook(path, only=["stable_softmax"]).exercises
+    assert grade.status == "passed", grade.hint

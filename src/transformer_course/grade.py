@@ -294,9 +294,11 @@ def learner_cells(
     Every unlocked code cell above the exercise's check cell (all of them when
     there is no check cell), as a notebook run from the top would have run them,
     and below it, up to the next locked cell (where the next exercise begins),
-    the cells that define the exercise's function: an answer written under the
-    check and checked with **Check again**. A later exercise's cell that reuses
-    the name for a helper of its own does not replace this exercise's answer.
+    every cell too: an answer written under the check, with the helpers it
+    calls, and checked with **Check again**, which sees all of them (the
+    thirteenth red team's helper under the check passed there and failed
+    here). A later exercise's cell that reuses the name for a helper of its
+    own does not replace this exercise's answer.
     """
     cells = notebook.cells
     stop = _check_cell_index(cells, exercise)
@@ -309,9 +311,8 @@ def learner_cells(
         for index, cell in enumerate(cells)
         if cell.get("cell_type") == "code"
         and not _is_locked(cell)
-        and (
-            index < stop or (index < end and _defines(_source(cell), exercise.function))
-        )
+        and index != stop
+        and index < end
     ]
 
 
