@@ -203,5 +203,7 @@ def test_a_mask_added_as_a_finite_number_lets_a_huge_masked_score_through(masked
     exercise = chapter(2).exercises["attention_weights"]
     report = core.run_exercise(exercise, namespace["attention_weights"])
     failed = [r.name for r in report.results if not r.passed]
-    assert failed == ([] if full else ["a masked key gets weight 0, whatever its score"])
+    assert failed == (
+        [] if full else ["a masked key gets weight 0, whatever its score"]
+    )
     assert full or 0 < report.score < exercise.points

@@ -92,15 +92,20 @@ def render_report(report: Report) -> str:
             f"{html.escape(report.exercise.function)}</code> with your code, run "
             f"that cell, then check again."
         )
+    hints = any(r.hint for r in report.results)  # no empty hint column
     rows = "".join(
         f"<tr><td>{_ICONS[PASSED] if r.passed else _ICONS['failed']}</td>"
-        f"<td>{html.escape(r.name)}</td><td>{html.escape(r.hint)}</td></tr>"
+        f"<td>{html.escape(r.name)}</td>"
+        + (f"<td>{html.escape(r.hint)}</td>" if hints else "")
+        + "</tr>"
         for r in report.results
     )
     return (
         f"<b>{_ICONS[report.status]} {title}: {report.passed_count} of "
         f"{len(report.results)} checks passed.</b>"
-        f"<table><tr><th></th><th>check</th><th>hint</th></tr>{rows}</table>"
+        "<table><tr><th></th><th>check</th>"
+        + ("<th>hint</th>" if hints else "")
+        + f"</tr>{rows}</table>"
     )
 
 
@@ -122,8 +127,8 @@ def report_text(report: Report) -> str:
 #: no kernel runs the "Check again" button.
 NEEDS_KERNEL = (
     '<p class="tc-needs-kernel"><i>To check your answers, run this notebook: in '
-    "Jupyter, or on Colab or Binder with the launch button (the rocket) at the top "
-    "of this page.</i></p>"
+    "Jupyter, run this cell again; from the book's page, open it on Colab or Binder "
+    "with the launch button (the rocket) at the top.</i></p>"
 )
 
 
@@ -528,6 +533,14 @@ def _status(key: str) -> str:
     return status
 
 
+def _shortened(title: str, length: int = 80) -> str:
+    """``title``, cut at the last whole word before ``length`` characters."""
+    if len(title) <= length:
+        return title
+    cut = title[:length].rsplit(" ", 1)[0].rstrip(",;:(")
+    return f"{cut} …"
+
+
 def progress_widget(
     keys: Sequence[str], titles: Sequence[str] | None = None
 ) -> widgets.HTML:
@@ -536,7 +549,8 @@ def progress_widget(
     titles = list(titles) if titles is not None else list(keys)
     rows = "".join(
         f"<tr><td>{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), _ICONS['failed'])}"
-        f"</td><td>{html.escape(title)}</td><td>{html.escape(_status(key))}</td></tr>"
+        f'</td><td title="{html.escape(title)}">{html.escape(_shortened(title))}</td>'
+        f"<td>{html.escape(_status(key))}</td></tr>"
         for key, title in zip(keys, titles, strict=True)
     )
     done = sum(PROGRESS.get(key) == PASSED for key in keys)
@@ -544,6 +558,7 @@ def progress_widget(
     box = ProgressBox(table)
     box.fallback_html = table + NEEDS_KERNEL
     box.fallback_text = f"Progress: {done} of {len(keys)} passed.\n" + "\n".join(
-        f"  {title}: {_status(key)}" for key, title in zip(keys, titles, strict=True)
+        f"  {_shortened(title)}: {_status(key)}"
+        for key, title in zip(keys, titles, strict=True)
     )
     return box
