@@ -403,3 +403,18 @@ def test_a_helper_written_under_the_check_counts_as_check_again_saw_it(tmp_path)
     path = write(tmp_path, notebook, "02_attention.ipynb")
     (grade,) = grade_notebook(path, only=["stable_softmax"]).exercises
     assert grade.status == "passed", grade.hint
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "def merge_pair(ids, pair, new_id)\n    return ids\n",  # SyntaxError
+        "def merge_pair(ids, pair, new_id):\n        x = 1\n\treturn ids\n",  # TabError
+    ],
+)
+def test_a_cell_that_does_not_parse_reads_syntax_error(tmp_path, broken):
+    """A TabError read "missing" where a SyntaxError read "syntax error"."""
+    notebook = submission({"merge_pair": broken})
+    (grade,) = grade_notebook(write(tmp_path, notebook), only=["merge_pair"]).exercises
+    assert grade.status == "syntax error", grade

@@ -480,3 +480,61 @@ def test_the_container_recipe_matches_the_readme_and_ci():
     ):
         assert command in readme, command
         assert command in " ".join(recipe.replace("#", " ").replace("\\", " ").split())
+
+
+def test_settings_the_late_penalty_step_refuses_stop_before_anyone_is_graded(tmp_path):
+    """An instructor's penalty_method = "Zero" (or a plugin that cannot be
+    imported) failed every student's notebook and wrote 0 to the gradebook,
+    exit 0; it is now an error before grading (exit 2 from the command)."""
+    from types import SimpleNamespace
+
+    from traitlets.config import Config
+
+    from transformer_course.gradebook import _check_late_penalty_settings
+
+    def settings(**late):
+        config = Config()
+        for section, values in late.items():
+            for name, value in values.items():
+                setattr(getattr(config, section), name, value)
+        return SimpleNamespace(config=config, root=tmp_path)
+
+    _check_late_penalty_settings(settings())
+    _check_late_penalty_settings(
+        settings(LateSubmissionPlugin={"penalty_method": "zero"})
+    )
+    with pytest.raises(ValueError, match="penalty_method: 'none' or 'zero'"):
+        _check_late_penalty_settings(
+            settings(LateSubmissionPlugin={"penalty_method": "Zero"})
+        )
+    with pytest.raises(ValueError, match="importable from the course folder"):
+        _check_late_penalty_settings(
+            settings(AssignLatePenalties={"plugin_class": "nowhere.HalfOff"})
+        )
+
+
+def test_lateness_reads_in_units_a_person_would_use():
+    from transformer_course.gradebook import hours
+
+    assert hours(12) == "12 seconds"
+    assert hours(1) == "1 second"
+    assert hours(300) == "5 minutes"
+    assert hours(3600) == "1 hour"
+    assert hours(1.5 * 86400) == "36 hours"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--timeout", "0", "above 0"),
+        ("--timeout", "-5", "above 0"),
+        ("--db", "/tmp/x.db", "expected a database URL"),
+    ],
+)
+def test_options_that_cannot_work_are_refused_at_once(capsys, option, value, expected):
+    from transformer_course import gradebook
+
+    with pytest.raises(SystemExit) as stopped:
+        gradebook.main(["ch01", option, value])
+    assert stopped.value.code == 2
+    assert expected in capsys.readouterr().err

@@ -188,6 +188,19 @@ class NotebookGrade:
         return "\n".join(header + lines)
 
 
+def positive_seconds(text: str) -> float:
+    """``--timeout``: a number of seconds above 0 (0 would fail every cell)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0, got {text}"
+        )
+    return seconds
+
+
 def _nbgrader(cell: nbformat.NotebookNode) -> dict:
     """A cell's nbgrader metadata ({} when missing or malformed)."""
     metadata = cell.get("metadata")
@@ -447,7 +460,9 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
     if not output.get("defined"):
         errors = [e for e in output["errors"] if e[0] in job["defining"]]
         syntax = [
-            e for e in errors if e[1].startswith(("SyntaxError", "IndentationError"))
+            e
+            for e in errors
+            if e[1].startswith(("SyntaxError", "IndentationError", "TabError"))
         ]
         if syntax:
             return _grade(
@@ -802,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the chapter (default: from the file name, else the notebook's metadata)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds per cell (30)"
+        "--timeout", type=positive_seconds, default=30.0, help="seconds per cell (30)"
     )
     parser.add_argument(
         "--source",

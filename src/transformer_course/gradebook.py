@@ -64,6 +64,7 @@ from .grade import (
     InstructorTest,
     NotebookGrade,
     grade_notebook,
+    positive_seconds,
     printable,
     read_submission,
     write_text_atomically,
@@ -171,7 +172,12 @@ def _exercise_of(cell_name: str) -> str:
 
 
 def hours(seconds: float) -> str:
-    """ "16.5 hours", "1 hour", "0.1 hours"."""
+    """ "16.5 hours", "1 hour", "0.1 hours"; under 6 minutes, "5 minutes" or
+    "12 seconds" (not "0 hours")."""
+    if seconds < 60:
+        return plural(round(seconds), "second")
+    if seconds < 360:
+        return plural(round(seconds / 60), "minute")
     value = f"{seconds / 3600:.1f}".removesuffix(".0")
     return f"{value} hour" + ("" if value == "1" else "s")
 
@@ -179,6 +185,16 @@ def hours(seconds: float) -> str:
 def plural(count: int, noun: str) -> str:
     """``1 student``, ``2 students``, ``1.5 points``."""
     return f"{count:g} {noun}{'' if count == 1 else 's'}"
+
+
+def _database_url(text: str) -> str:
+    """``--db``: a database URL, as nbgrader takes it."""
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(
+            f"expected a database URL such as sqlite:////srv/course/gradebook.db "
+            f"(sqlite:/// and the absolute path), got {text!r}"
+        )
+    return text
 
 
 def grade_class(
@@ -193,6 +209,7 @@ def grade_class(
     """Grade every submission of ``assignment`` and record it; see the module doc.
     Returns the CSV rows of the students graded."""
     settings = course_settings(course, db_url)
+    _check_late_penalty_settings(settings)
     # nbgrader runs `alembic` by name to set up a gradebook: from this environment
     bin_dir = str(Path(sys.executable).parent)
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
@@ -200,6 +217,30 @@ def grade_class(
     sandbox = Sandbox(unsafe=unsafe)
     with _quiet():
         return _grade_students(settings, assignment, students, sandbox, timeout, log)
+
+
+def _check_late_penalty_settings(settings) -> None:
+    """Build nbgrader's late-penalty step and its plugin once, before anyone is
+    graded: a setting it refuses (``penalty_method = "Zero"``, a
+    ``plugin_class`` that cannot be imported from the course folder) stops
+    the run here, instead of failing every student's notebook (and writing
+    their scores as 0 to the gradebook).
+
+    Raises:
+        ValueError: naming the setting and nbgrader's complaint.
+    """
+    from nbgrader.preprocessors import AssignLatePenalties
+
+    try:
+        step = AssignLatePenalties(config=settings.config, log=_NBGRADER_LOG)
+        step.plugin_class(parent=step)
+    except Exception as err:
+        raise ValueError(
+            "the late-penalty settings of nbgrader_config.py do not work "
+            "(LateSubmissionPlugin.penalty_method: 'none' or 'zero'; "
+            "AssignLatePenalties.plugin_class: a class importable from the course "
+            f"folder, {settings.root}): {type(err).__name__}: {err}"
+        ) from None
 
 
 def _grade_students(settings, assignment, students, sandbox, timeout, log):
@@ -917,6 +958,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--db",
+        type=_database_url,
         help="the gradebook URL (default: CourseDirectory.db_url in nbgrader_config.py, "
         "else sqlite:///<course>/gradebook.db)",
     )
@@ -936,7 +978,7 @@ def main(argv: list[str] | None = None) -> int:
         "--student", action="append", help="grade only this student (repeatable)"
     )
     parser.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds per cell (30)"
+        "--timeout", type=positive_seconds, default=30.0, help="seconds per cell (30)"
     )
     parser.add_argument(
         "--unsafe",
