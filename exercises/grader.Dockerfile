@@ -2,12 +2,17 @@
 # bubblewrap (macOS, Windows). Build it from the repository's root:
 #   docker build -f exercises/grader.Dockerfile -t tc-grader .
 # and grade a class in your course folder (see the README, "For instructors"):
-#   docker run --rm --security-opt seccomp=unconfined \
-#     --security-opt apparmor=unconfined -v "$PWD/course:/course" -w /course \
-#     tc-grader python -m transformer_course.gradebook ch01 --csv ch01.csv
+#   docker run --rm --cap-add SYS_ADMIN --cap-add NET_ADMIN \
+#     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+#     --security-opt systempaths=unconfined -v "$PWD/course:/course" -w /course \
+#     tc-grader python -m transformer_course.gradebook ch01 --course /course \
+#     --db sqlite:////course/gradebook.db --csv ch01.csv
 # bubblewrap makes new namespaces inside the container, which Docker's default
-# seccomp and AppArmor profiles refuse; the grader runs as root there and gives
-# each submission an unprivileged user of its own (setpriv, from util-linux).
+# seccomp and AppArmor profiles refuse; as root it needs SYS_ADMIN for them,
+# NET_ADMIN for the sandbox's loopback, and an unmasked /proc for its own. The
+# grader runs as root there and gives each submission an unprivileged user of
+# its own (setpriv, from util-linux). --course and --db name the folder as the
+# container sees it (nbgrader_config.py holds the host's paths).
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \

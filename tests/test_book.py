@@ -164,8 +164,8 @@ def test_exercise_pages_have_no_dead_buttons(site, number):
     shows its results and says so in place, with no "Check again" button."""
     name = EXERCISE_NAMES[number]
     page = (site / "exercises" / f"{name}.html").read_text(encoding="utf-8")
-    assert "widget-view+json" not in page  # no widget snapshot at all
-    assert "Check again" not in page
+    # no widget view to draw: the html-manager draws buttons only from these
+    assert "widget-view+json" not in page
     notes = page.count('<p class="tc-needs-kernel">')
     assert notes == len(chapter(number).exercises) + 1  # each check, the progress
     assert page.count("not attempted") >= len(chapter(number).exercises)

@@ -476,7 +476,10 @@ def test_the_container_recipe_matches_the_readme_and_ci():
     assert "COPY src ./src" in recipe
     for command in (
         "docker build -f exercises/grader.Dockerfile -t tc-grader .",
-        "tc-grader python -m transformer_course.gradebook ch01 --csv ch01.csv",
+        "docker run --rm --cap-add SYS_ADMIN --cap-add NET_ADMIN",
+        "--security-opt systempaths=unconfined",
+        "tc-grader python -m transformer_course.gradebook ch01 --course /course "
+        "--db sqlite:////course/gradebook.db --csv ch01.csv",
     ):
         assert command in readme, command
         assert command in " ".join(recipe.replace("#", " ").replace("\\", " ").split())
