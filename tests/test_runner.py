@@ -531,3 +531,33 @@ def test_switching_the_watch_off_behind_a_decorator_or_a_partial_is_forbidden(
     outcome = one(honest, forbidden=("layer_norm",))
     assert outcome["error"] is None, outcome["message"]
     torch.testing.assert_close(outcome["value"], F.layer_norm(X, (3,)))
+
+
+def test_a_name_computed_with_the_course_counts_as_using_it():
+    """The thirteenth red team: ALLOWED = tc.causal_mask(64, 64) at a cell's top
+    level, read by the function, passed in the notebook and got 0 from the
+    grader (which skips the statement: the package is hidden there). The
+    notebook now sees it, from the kernel's input history, and says so."""
+    from transformer_course.exercises import runner
+
+    namespace = {
+        "In": [
+            "",
+            "import torch\nimport transformer_course as tc",
+            "ALLOWED = tc.causal_mask(64, 64)\nSCALE = 2.0",
+            "def f(s):\n    return s.masked_fill(~ALLOWED[:4, :4], 0) * SCALE",
+            "BIAS = tc.causal_mask(4, 4)\nBIAS = torch.zeros(4, 4)",  # cleared
+            "def g(s):\n    return s + BIAS",
+        ],
+        "torch": torch,
+    }
+    exec(namespace["In"][3], namespace)
+    exec(namespace["In"][5], namespace)
+    namespace["ALLOWED"] = torch.ones(64, 64, dtype=torch.bool).tril()
+    namespace["SCALE"], namespace["BIAS"] = 2.0, torch.zeros(4, 4)
+    assert runner.uses_course_package(namespace["f"]) == [
+        "ALLOWED, computed with tc in a cell"
+    ]
+    assert runner.uses_course_package(namespace["g"]) == []
+    outcomes = runner.call_cases(namespace["f"], [(torch.zeros(4, 4),)])
+    assert outcomes[0]["error"] == "CoursePackageUsed"

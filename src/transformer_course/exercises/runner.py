@@ -479,6 +479,46 @@ def _from_course(obj: object) -> bool:
     return isinstance(name, str) and name.split(".")[0] == COURSE_PACKAGE
 
 
+def _computed_with_the_course(namespace: dict) -> set[str]:
+    """Names the notebook's cells bound, at their top level, with a statement
+    that uses the course package (``ALLOWED = tc.causal_mask(64, 64)``), read
+    from the kernel's input history (``In``); a later statement that binds the
+    name without it clears it. The grader's sandbox skips such statements (the
+    package is hidden there), so there these names do not exist: a function
+    that reads one passed in the notebook and failed when graded (the
+    thirteenth red team). Outside a kernel there is no history: nothing."""
+    history = namespace.get("In")
+    if not isinstance(history, list):
+        return set()
+    tainted: set[str] = set()
+    for source in history:
+        if not isinstance(source, str) or not source.strip():
+            continue
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for statement in tree.body:
+            nodes = list(ast.walk(statement))
+            bound = {
+                node.id
+                for node in nodes
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+            }
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+                bound.add(statement.name)  # a def runs in the sandbox too
+                tainted -= bound
+                continue
+            if isinstance(statement, ast.Import | ast.ImportFrom | ast.ClassDef):
+                continue
+            uses = any(
+                isinstance(node, ast.Name) and node.id in ("tc", COURSE_PACKAGE)
+                for node in nodes
+            )
+            tainted = (tainted | bound) if uses else (tainted - bound)
+    return tainted
+
+
 def uses_course_package(function: Callable) -> list[str]:
     """The names through which ``function`` reaches the course package.
 
@@ -491,6 +531,7 @@ def uses_course_package(function: Callable) -> list[str]:
     seen: set[int] = set()
     learner = _learner_namespace(function)
     home: list[dict] = [] if learner is None else [learner]  # the learner's namespace
+    computed: list[set[str]] = []  # names bound with tc (see above), once
 
     def visit(obj: object) -> None:
         for fn in _unwrap(obj):
@@ -508,9 +549,13 @@ def uses_course_package(function: Callable) -> list[str]:
                 home.append(namespace)
             elif namespace is not home[0]:
                 continue  # library code
+            if not computed:
+                computed.append(_computed_with_the_course(namespace))
             for name in sorted(_code_names(code)):
                 if name in (COURSE_PACKAGE, "tc") and name not in namespace:
                     found.append(name)
+                elif name in computed[0]:
+                    found.append(f"{name}, computed with tc in a cell")
                 elif name in namespace:
                     value = namespace[name]
                     if _from_course(value):
