@@ -44,12 +44,12 @@ def _anchor_equations(app, doctree) -> None:
             math.parent.insert(
                 math.parent.index(math), nodes.target("", "", ids=[anchor])
             )
-            found[anchor] = app.env.docname
+            found[anchor] = (app.env.docname, tag)
 
 
 def _purge(app, env, docname) -> None:
     found = getattr(env, "course_equations", {})
-    for anchor in [a for a, doc in found.items() if doc == docname]:
+    for anchor in [a for a, (doc, _) in found.items() if doc == docname]:
         del found[anchor]
 
 
@@ -82,12 +82,8 @@ class CourseLinks(SphinxPostTransform):
                     else None
                 )
             elif target in equations:
-                there, anchor, kind, title = (
-                    equations[target],
-                    target,
-                    "course-eq",
-                    None,
-                )
+                (there, tag), anchor, kind = equations[target], target, "course-eq"
+                title = f"equation ({tag})"
             else:
                 continue
             uri = self.app.builder.get_relative_uri(here, there)
