@@ -15,7 +15,7 @@ from .core import (
     seeded_randn,
     unseen_check,
 )
-from .twins import LOUD, one_size_at_a_time, other_divisor, resized
+from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -229,9 +229,7 @@ def _loud_scale(case) -> float:
     x, W_qkv, _, H = case
     D = x.shape[-1]
     q, k, _ = (x.double() @ W_qkv.double().T).split(D, dim=-1)  # (B, N, D) each
-    q, k = split_heads(q, H), split_heads(k, H)  # (B, H, N, d)
-    largest = float((q @ k.transpose(-2, -1)).max()) / (D // H) ** 0.5
-    return (LOUD / max(largest, 1e-3)) ** 0.5
+    return loud_score_scale(split_heads(q, H), split_heads(k, H))  # (B, H, N, d)
 
 
 FORWARD = Exercise(

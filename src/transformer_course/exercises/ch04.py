@@ -28,7 +28,7 @@ from .core import (
     seeded_randn,
     unseen_check,
 )
-from .twins import LOUD, one_size_at_a_time, other_divisor, resized
+from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
 from .widgets import MultipleChoice, Numeric
 
 __all__ = ["EXERCISES", "QUIZZES"]
@@ -515,9 +515,7 @@ def _louder_attention(norm_first: bool):
         D = h.shape[-1]
         qkv = h @ p["attn.qkv_proj.weight"].T + p["attn.qkv_proj.bias"]
         q, k, _ = qkv.split(D, dim=-1)  # (B, N, D) each
-        q, k = split_heads(q, H), split_heads(k, H)  # (B, H, N, d)
-        largest = float((q @ k.transpose(-2, -1)).max()) / (D // H) ** 0.5
-        scale = (LOUD / max(largest, 1e-3)) ** 0.5  # q and k both grow
+        scale = loud_score_scale(split_heads(q, H), split_heads(k, H))  # (B, H, N, d)
         params = dict(params)
         for kind in ("weight", "bias"):  # rows 0..2D-1 make q and k
             w = params[f"attn.qkv_proj.{kind}"].clone()

@@ -32,6 +32,7 @@ __all__ = [
     "fresh_tiles",
     "fresh_values",
     "grown",
+    "loud_score_scale",
     "louder",
     "one_size_at_a_time",
     "other_divisor",
@@ -217,3 +218,11 @@ def louder(case: tuple, positions: Sequence[int], scale: float = LOUD) -> tuple:
         else value
         for i, value in enumerate(case)
     )
+
+
+def loud_score_scale(q: torch.Tensor, k: torch.Tensor) -> float:
+    """How much larger q and k (..., N, d) must both be for the largest score
+    q·k/√d to reach :data:`LOUD`: where one input makes both (x makes q and k,
+    a block's weights make both), the scores grow as its square."""
+    largest = float((q @ k.transpose(-2, -1)).max()) / q.shape[-1] ** 0.5
+    return (LOUD / max(largest, 1e-3)) ** 0.5
