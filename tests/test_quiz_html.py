@@ -187,3 +187,26 @@ def test_the_page_reads_a_typed_number_as_the_notebook_does():
         ["node", "-e", program], capture_output=True, text=True, check=True
     )
     assert json.loads(result.stdout) == [parse_number(t, "MiB") for t in NUMBERS_TYPED]
+
+
+def test_the_progress_table_shortens_long_quiz_titles_at_a_word():
+    """The learner saw quiz titles cut mid-word ("…N = 1024 tok…"): a long
+    title now ends at a whole word, and the whole title is the cell's tooltip."""
+    import html as html_module
+    import re
+
+    ex = chapter(2)
+    table = ex.progress()._repr_mimebundle_()["text/html"]
+    cells = re.findall(r'<td title="([^"]*)">([^<]*)</td>', table)
+    longest = max(ex.quizzes.values(), key=lambda q: len(q.question))
+    assert len(longest.question) > 80  # the test needs a long one
+    (shown,) = [
+        shown
+        for title, shown in cells
+        if html_module.unescape(title) == f"Quiz: {longest.question}"
+    ]
+    shown = html_module.unescape(shown)
+    assert shown.endswith(" …")
+    assert f"Quiz: {longest.question}".startswith(shown.removesuffix(" …"))
+    words = [w.rstrip(",;:(") for w in f"Quiz: {longest.question}".split()]
+    assert shown.removesuffix(" …").split()[-1] in words  # a whole word
