@@ -259,6 +259,31 @@ MISTAKES = [
         + "    return logits.softmax(0)",
         "over the vocabulary, the last dimension",
     ),
+    (  # top-k across the batch, not the vocabulary (learner round)
+        "next_token_probs",
+        PROBS + "    logits = logits / temperature\n"
+        "    if top_k is not None and top_k <= logits.shape[0]:\n"
+        "        kth = logits.topk(top_k, dim=0).values[-1:]\n"
+        "        logits = logits.masked_fill(logits < kth, float('-inf'))\n"
+        "    return logits.softmax(-1)",
+        "across a batch of 3 rows, keeps every logit",  # the first case: k = B
+    ),
+    (
+        "next_token_probs",
+        PROBS + "    return (logits / temperature).softmax(-1)",
+        "Apply top_k: with top_k = 3",
+    ),
+    (  # log-softmax over the positions (learner round)
+        "next_token_loss",
+        LOSS + "    lp = logits.log_softmax(dim=1)[:, :-1]\n"
+        "    return -lp.gather(-1, ids[:, 1:, None]).mean()",
+        "log-softmax over the vocabulary",
+    ),
+    (  # cross-entropy with the classes in the wrong dimension
+        "next_token_loss",
+        LOSS + "    return F.cross_entropy(logits[:, :-1], ids[:, 1:])",
+        "F.cross_entropy takes the classes in dimension 1",
+    ),
     # --- attend_with_cache
     (
         "attend_with_cache",
@@ -744,3 +769,17 @@ def test_a_cache_mask_that_adds_a_finite_number_lets_a_huge_later_key_through(
     )
     assert failed == ([] if full else ["ignores later new tokens and the empty buffer"])
     assert full or report.score < report.exercise.points
+
+
+def test_top_k_taken_across_the_batch_is_named_as_such():
+    """With k below the batch size, topk(k, dim=0) keeps a different set of
+    logits from the honest top k (and from none): the hint names dim=0."""
+    from transformer_course.exercises.ch06 import _judge_probs
+
+    logits = 2 * core.seeded_randn(5, 9, seed=3)  # B = 5 > k = 2
+    kth = logits.topk(2, dim=0).values[-1:]  # (1, V): down each column
+    across = logits.masked_fill(logits < kth, float("-inf")).softmax(-1)
+    with pytest.raises(core.Failed, match="dim=0 picks across the batch"):
+        _judge_probs([(logits, 1.0, 2)], [core.Outcome(value=across)])
+    honest = next_token_distribution(logits, 1.0, 2)
+    _judge_probs([(logits, 1.0, 2)], [core.Outcome(value=honest)])  # passes

@@ -419,3 +419,95 @@ def test_an_exercise_is_refused_when_its_definition_is_incomplete():
         core.Exercise("no_unseen", "f", "t", 1, (value,))
     with pytest.raises(ValueError, match="forbidden keys must be among"):
         core.Exercise("typo", "f", "t", 1, (value, unseen), forbidden=("softmaxx",))
+
+
+# PyTorch's usual errors, made for real: each mistake, and words from the hint
+# the learner gets for it (core.USUAL_ERRORS).
+def _k_dot_T(q, k):
+    return q @ k.T  # (B, N, d) @ (d, N, B): .T reverses every dimension
+
+
+USUAL_ERRORS = {
+    "k.T on a batch": (
+        lambda: _k_dot_T(torch.randn(2, 2, 3, 4), torch.randn(2, 2, 5, 4)),
+        ".transpose(-2, -1)",
+    ),
+    "a max without keepdim": (
+        lambda: (lambda x: x - x.max(-1).values)(torch.randn(2, 3, 4)),
+        "keepdim=True",
+    ),
+    "a sum without keepdim": (
+        lambda: (lambda e: e / e.sum(-1))(torch.randn(3, 5)),
+        "keepdim=True",
+    ),
+    "q @ k untransposed": (
+        lambda: torch.randn(2, 3, 4) @ torch.randn(2, 5, 4),
+        "k.transpose(-2, -1)",
+    ),
+    "a matrix by an untransposed weight": (
+        lambda: torch.randn(3, 4) @ torch.randn(5, 4),
+        "a's last size must equal b's second-to-last",
+    ),
+    "cross_entropy, classes last": (
+        lambda: torch.nn.functional.cross_entropy(
+            torch.randn(2, 7, 11), torch.randint(11, (2, 7))
+        ),
+        "classes in dimension 1",
+    ),
+    "cross_entropy, targets unflattened": (
+        lambda: torch.nn.functional.cross_entropy(
+            torch.randn(14, 11), torch.randint(11, (2, 7))
+        ),
+        "flatten both",
+    ),
+    "a dim past the last": (lambda: torch.randn(2, 3).sum(dim=2), "dim=-1"),
+    "view after transpose": (
+        lambda: torch.randn(2, 3, 4).transpose(1, 2).view(2, -1),
+        ".reshape(...)",
+    ),
+    "float meets double": (
+        lambda: torch.randn(3, 4) @ torch.randn(4, 3).double(),
+        "dtype=x.dtype",
+    ),
+    "top-k down a short batch": (
+        lambda: torch.randn(2, 9).topk(3, dim=0),
+        "dim=-1",
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+@pytest.mark.parametrize("mistake", USUAL_ERRORS)
+def test_pytorchs_usual_errors_come_with_plain_words(mistake):
+    make_error, words = USUAL_ERRORS[mistake]
+    with pytest.raises(Exception) as raised:  # noqa: PT011 (PyTorch's own kinds)
+        make_error()
+    hint = core.in_plain_words(str(raised.value))
+    assert words in hint, (str(raised.value), hint)
+    said = core.raised_with_hint(type(raised.value).__name__, str(raised.value))
+    assert said.startswith(f"Your function raised {type(raised.value).__name__}")
+    assert said.endswith(hint)
+
+
+def test_an_error_of_its_own_gets_no_words_put_in_its_mouth():
+    assert core.in_plain_words("x must be positive, got -1") == ""
+    assert core.raised_with_hint("ValueError", "x must be positive") == (
+        "Your function raised ValueError: x must be positive"
+    )
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+def test_a_learners_k_T_gets_the_transpose_hint_in_the_check():
+    """Through a real exercise: attention with k.T on batched keys."""
+    source = (
+        "def attention_weights(q, k, mask=None):\n"
+        "    s = q @ k.T / q.shape[-1] ** 0.5\n"
+        "    if mask is not None:\n"
+        "        s = s.masked_fill(~mask, float('-inf'))\n"
+        "    return torch.softmax(s, dim=-1)\n"
+    )
+    exercise = chapter(2).exercises["attention_weights"]
+    report = core.run_exercise(exercise, namespace_from([source])["attention_weights"])
+    assert report.status == "failed"
+    hints = " ".join(r.hint for r in report.results if not r.passed)
+    assert ".transpose(-2, -1)" in hints, hints

@@ -7,6 +7,7 @@ releases and exports the feedback and the grades."""
 import csv
 import html
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -374,6 +375,20 @@ def test_a_class_graded_as_the_readme_says(course):
     assert "patchify: 99 -> " in refused.stderr
     assert "Regrade the whole class" in refused.stderr
     (course / "ch01.csv").write_text(table)
+    # and without a CSV: the course folder keeps the points each student was
+    # graded on (here, as if alice's patchify had been worth 99)
+    record_path = course / "transformer_course_points.json"
+    record = json.loads(record_path.read_text())
+    assert set(record["ch01"]) >= {"alice", "bob", "lou"}
+    assert record["ch01"]["alice"]["01_tokens/patchify"] == POINTS["patchify"]
+    kept = record_path.read_text()
+    record["ch01"]["alice"]["01_tokens/patchify"] = 99.0
+    record_path.write_text(json.dumps(record))
+    refused = gradebook_run(course, "ch01", "--student", "bob")
+    assert refused.returncode == 2
+    assert "patchify: 99 -> " in refused.stderr
+    assert "--csv" not in refused.stderr
+    record_path.write_text(kept)
 
     # a typo in --student is refused: it would add a student to the gradebook
     typo = gradebook_run(course, "ch01", "--student", "bbo")

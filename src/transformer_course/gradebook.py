@@ -48,6 +48,7 @@ import collections
 import contextlib
 import csv
 import io
+import json
 import logging
 import os
 import re
@@ -127,6 +128,11 @@ def course_settings(
     ``course``, when given); ``course`` and ``db_url`` override what they say."""
     from nbgrader.apps.baseapp import NbGrader
     from nbgrader.coursedir import CourseDirectory
+
+    # nbgrader runs `alembic` by name to set up a gradebook: from this environment
+    bin_dir = str(Path(sys.executable).parent)
+    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
 
     with _quiet():
         app = NbGrader(log_level="ERROR")  # "no nbgrader_config.py": said below
@@ -210,10 +216,6 @@ def grade_class(
     Returns the CSV rows of the students graded."""
     settings = course_settings(course, db_url)
     _check_late_penalty_settings(settings)
-    # nbgrader runs `alembic` by name to set up a gradebook: from this environment
-    bin_dir = str(Path(sys.executable).parent)
-    if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
     sandbox = Sandbox(unsafe=unsafe)
     with _quiet():
         return _grade_students(settings, assignment, students, sandbox, timeout, log)
@@ -834,6 +836,63 @@ def points_changed(
     return sorted(changed.values())
 
 
+#: Beside nbgrader's own files in the course folder: the points each student was
+#: last graded on, per assignment, so that regrading one student after the
+#: points changed is refused with or without a CSV (the gradebook keeps scores,
+#: not the scale they were given on).
+POINTS_RECORD = "transformer_course_points.json"
+
+
+def _points_key(key: tuple[str, str]) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
+def read_points_record(path: Path) -> dict:
+    """The record at ``path`` ({assignment: {student: {"notebook/exercise":
+    points}}}), or {} when it is missing or unreadable (a warning says which)."""
+    if not Path(path).is_file():
+        return {}
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        print(f"warning: ignoring {path}, which cannot be read: {err}", file=sys.stderr)
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def recorded_points_changed(
+    path: Path, assignment: str, points: dict[tuple[str, str], float], regraded
+) -> list[str]:
+    """As :func:`points_changed`, from the record at ``path``: the exercises whose
+    points differ from ``points`` for a student not in ``regraded``."""
+    students = read_points_record(path).get(assignment, {})
+    now = {_points_key(key): value for key, value in points.items()}
+    changed = {}
+    for student, before in students.items() if isinstance(students, dict) else ():
+        if student in regraded or not isinstance(before, dict):
+            continue
+        for key in sorted(set(before) | set(now)):
+            old, new = before.get(key), now.get(key)
+            if old != new:
+                exercise = key.split("/", 1)[-1]
+                said = lambda v: "none" if v is None else f"{v:g}"  # noqa: E731
+                changed[key] = f"{exercise}: {said(old)} -> {said(new)}"
+    return sorted(changed.values())
+
+
+def record_points(
+    path: Path, assignment: str, points: dict[tuple[str, str], float], students
+) -> None:
+    """Note that ``students`` were graded on ``points`` (written atomically)."""
+    record = read_points_record(path)
+    scales = record.setdefault(assignment, {})
+    if not isinstance(scales, dict):
+        scales = record[assignment] = {}
+    for student in students:
+        scales[student] = {_points_key(k): v for k, v in sorted(points.items())}
+    write_text_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
 def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
     """The CSV at ``path`` with the rows of each (student, assignment) in ``rows``
     replaced where they stood (new students at the end); other rows kept."""
@@ -986,20 +1045,29 @@ def main(argv: list[str] | None = None) -> int:
         help="grade without the bubblewrap sandbox (trusted submissions only)",
     )
     args = parser.parse_args(argv)
-    if args.student and args.csv:
-        try:
-            now = current_points(args.assignment, args.course, args.db)
-        except (OSError, ValueError) as err:
-            print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
-            return 2
-        changed = points_changed(args.csv, args.assignment, now, set(args.student))
+    try:
+        now = current_points(args.assignment, args.course, args.db)
+        record = course_settings(args.course, args.db).root / POINTS_RECORD
+    except (OSError, ValueError) as err:
+        print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
+        return 2
+    if args.student:
+        regraded = set(args.student)
+        changed = sorted(
+            set(recorded_points_changed(record, args.assignment, now, regraded))
+            | set(
+                points_changed(args.csv, args.assignment, now, regraded)
+                if args.csv
+                else ()
+            )
+        )
         if changed:
             print(
                 f"refusing to regrade only {', '.join(args.student)}: the points of "
                 f"{', '.join(changed)} changed since the class was graded, so the "
                 "other students' scores are on the old scale. Regrade the whole "
                 f"class (without --student): python -m transformer_course.gradebook "
-                f"{args.assignment} --csv {args.csv}",
+                f"{args.assignment}" + (f" --csv {args.csv}" if args.csv else ""),
                 file=sys.stderr,
             )
             return 2
@@ -1018,6 +1086,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
         return 2
+    graded = {r.student for r in rows}
+    if graded:
+        record_points(record, args.assignment, now, sorted(graded))
     records = [{f: getattr(r, f) for f in CSV_FIELDS} for r in rows]
     if args.csv:
         records = merge_csv(args.csv, rows)

@@ -339,6 +339,17 @@ def _judge_loss(cases, outcomes):
             )
         if _close(got, -log_probs.exp().gather(-1, picked).mean()):
             raise Failed("Take the log of the probability: the loss is −log p, not −p.")
+        over_positions = x.log_softmax(1)[:, :-1]  # normalised over n, not over V
+        flat = x[:, :-1].reshape(-1, V)  # (B·(N − 1), V)
+        over_rows = flat.log_softmax(0).gather(-1, ids[:, 1:].reshape(-1, 1))
+        if _close(got, -over_positions.gather(-1, picked).mean()) or _close(
+            got, -over_rows.mean()
+        ):
+            raise Failed(
+                "Take the log-softmax over the vocabulary, the last dimension "
+                "(dim=-1): each position's V logits make one distribution, not the "
+                "positions' or rows' logits of one token."
+            )
         raise Failed(
             "loss = mean over b and n < N − 1 of −log softmax(logits[b, n])[ids[b, n + 1]]"
             ": F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))."
@@ -507,6 +518,27 @@ def _judge_probs(cases, outcomes):
                 f"Keep exactly the k = {k} largest logits of each row: the k-th "
                 "largest included (logits ≥ the k-th largest), no more."
             )
+        if k is not None and k < V and _close(got, torch.softmax(x / T, -1)):
+            across = (
+                f" (topk along dim=0, across a batch of {k} rows, keeps every "
+                "logit: pick along the vocabulary, dim=-1)"
+                if k == x.shape[0]
+                else ""
+            )
+            raise Failed(
+                f"Apply top_k: with top_k = {k}, only the {k} largest logits of each "
+                f"row keep a probability; the rest get exactly 0{across}."
+            )
+        if k is not None and k <= x.shape[0]:
+            kth_of_columns = x.topk(k, dim=0).values[-1:]  # (1, V): across the batch
+            picked_down = torch.softmax(
+                (x / T).masked_fill(x < kth_of_columns, NEG_INF), -1
+            )
+            if _close(got, picked_down):
+                raise Failed(
+                    "Pick the k largest logits of each row, along the vocabulary: "
+                    "topk(k, dim=-1); dim=0 picks across the batch instead."
+                )
         if _close(got, torch.softmax((x / T).masked_fill(~keep, NEG_INF), 0)):
             raise Failed(
                 "Take the softmax over the vocabulary, the last dimension (dim=-1): "

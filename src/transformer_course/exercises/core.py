@@ -46,6 +46,7 @@ from __future__ import annotations
 import collections
 import io
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -400,6 +401,68 @@ def unseen_check(name: str, make, judge) -> Check:
     return Check(name, unseen(make), judge, UNSEEN)
 
 
+#: PyTorch's usual errors in a learner's code, in plain words: (a pattern of the
+#: error's message, the hint that follows it). Shape errors first: most
+#: exercises' mistakes show up as one.
+USUAL_ERRORS = (
+    (
+        r"must match the size of tensor b .* at non-singleton dimension",
+        "Two shapes do not line up (broadcasting compares sizes from the last "
+        "dimension). The usual causes: a sum, max or mean that drops its "
+        "dimension (keep it: keepdim=True), or .T on a batched tensor, which "
+        "reverses every dimension (swap the last two: .transpose(-2, -1)).",
+    ),
+    (
+        r"shapes cannot be multiplied|Expected size for first two dimensions",
+        "In a @ b, a's last size must equal b's second-to-last. To multiply by "
+        "the transpose of a batched k, swap its last two dimensions: "
+        "k.transpose(-2, -1) (k.T reverses every dimension).",
+    ),
+    (
+        r"Expected target size|to match target batch_size",
+        "F.cross_entropy takes the classes in dimension 1: logits (M, V) with "
+        "targets (M,), so flatten both (.reshape(-1, V), .reshape(-1)), or "
+        "logits (B, V, N) with targets (B, N).",
+    ),
+    (
+        r"Dimension out of range",
+        "A dim past the tensor's last dimension: count from the end (dim=-1 is "
+        "the last), which works with and without batch dimensions.",
+    ),
+    (
+        r"view size is not compatible with input tensor",
+        "After a transpose or permute the tensor's memory is not in order: use "
+        ".reshape(...) instead of .view(...).",
+    ),
+    (
+        r"to have the same dtype|expected scalar type|same dtype",
+        "Two tensors of different dtypes meet: make new tensors with the "
+        "input's (dtype=x.dtype, device=x.device).",
+    ),
+    (
+        r"selected index k out of range",
+        "topk's k is larger than the dimension it picks from: pick along the "
+        "vocabulary, dim=-1.",
+    ),
+)
+
+
+def in_plain_words(message: str) -> str:
+    """The hint of :data:`USUAL_ERRORS` for an error's message, or "" (each
+    pattern is tested on the error PyTorch really raises, tests/test_judges.py)."""
+    for pattern, hint in USUAL_ERRORS:
+        if re.search(pattern, message):
+            return hint
+    return ""
+
+
+def raised_with_hint(error: str, message: str) -> str:
+    """ "Your function raised E: message." with the plain-words hint, if any."""
+    plain = in_plain_words(message)
+    said = f"Your function raised {error}: {message}"
+    return f"{said} {plain}" if plain else said
+
+
 def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:
     """The values the learner's function returned, for a judge to inspect.
 
@@ -414,7 +477,7 @@ def returned_values(outcomes: list[Outcome], kind: type = torch.Tensor) -> list:
             error = outcome.error
             if error == runner.NOT_ATTEMPTED:  # its own raise, for some inputs only
                 error = "NotImplementedError"
-            raise Failed(f"Your function raised {error}: {outcome.message}")
+            raise Failed(raised_with_hint(error, outcome.message))
         if not isinstance(outcome.value, kind):
             article = "an" if kind.__name__[0] in "aeiou" else "a"
             given = outcome.value_type or type(outcome.value).__name__
@@ -470,10 +533,12 @@ def judge_outcomes(
             if raised
             else f"{type(err).__name__}: {err}"
         )
+        plain = in_plain_words(raised.message) if raised else ""
         return CheckResult(
             check.name,
             False,
-            f"Your function raised or returned something unexpected ({detail}).",
+            f"Your function raised or returned something unexpected ({detail})."
+            + (f" {plain}" if plain else ""),
             check.kind,
             check.weight,
         )
@@ -557,9 +622,11 @@ def report_from_outcomes(
             if first.error == runner.NOT_ATTEMPTED
             else first.error
         )
+        plain = in_plain_words(first.message)
         hint = (
             f"Your function raised an error for every input (first {error}: "
             f"{first.message[:200]}): this is checked once it returns results."
+            + (f" {plain}" if plain else "")
         )
         results = tuple(
             CheckResult(r.name, False, hint, r.kind, r.weight)
