@@ -198,7 +198,11 @@ def test_a_class_graded_as_the_readme_says(course):
     fill(release, submitted / "lou" / "ch01" / SOURCE.name, {}, "2026-11-22 00:00 UTC")
     # saved by a browser as a second download
     fill(release, submitted / "mia" / "ch01" / f"{SOURCE.stem} (1).ipynb", {})
-    (submitted / "eve" / "ch01").mkdir(parents=True)  # handed in nothing
+    (submitted / "eve" / "ch01").mkdir(parents=True)  # handed in nothing of use:
+    for copy in (1, 2):  # two copies saved under other names, neither the one
+        shutil.copy(
+            release, submitted / "eve" / "ch01" / f"{SOURCE.stem} ({copy}).ipynb"
+        )
     # a timestamp that is not a date (nbgrader's reader stopped the whole class
     # there) and a cell whose nbgrader id is a list (the feedback writer failed)
     fill(release, submitted / "tim" / "ch01" / SOURCE.name, {}, "not a date")
@@ -231,7 +235,11 @@ def test_a_class_graded_as_the_readme_says(course):
     run = gradebook_command(course, "ch01", "--csv", "ch01.csv")
     assert "for 13 students in: bubblewrap sandbox" in run.stdout
     assert f"lou: 01_tokens {FULL}/{FULL}, late penalty {FULL}: 0/{FULL}" in run.stdout
-    assert "zoe: 01_tokens.ipynb is missing" in run.stdout
+    assert "zoe: no 01_tokens.ipynb in the submission\n" in run.stdout
+    assert (
+        "eve: no 01_tokens.ipynb in the submission, and 2 notebooks that could be "
+        "it (01_tokens (1).ipynb, 01_tokens (2).ipynb): none was graded"
+    ) in run.stdout
     assert "tim: timestamp.txt could not be read as a date" in run.stdout
     assert "graded 01_tokens (1).ipynb" in run.stdout
     assert not (course / "gradebook.db").exists()
@@ -289,7 +297,8 @@ def test_a_class_graded_as_the_readme_says(course):
     assert means["test_double"] == pytest.approx(2 * 8 / 13, abs=1e-3)  # 8 of 13
     assert "test_double: mean 1.23/2, full marks 8/13" in run.stdout
     hints = {(r["exercise"], r["hint"]): int(r["count"]) for r in summary}
-    assert hints["build_char_vocab", "no 01_tokens.ipynb in the submission"] == 2
+    assert hints["build_char_vocab", "missing file"] == 2  # zoe's and eve's
+    assert "Rename the one to grade to 01_tokens.ipynb" in by["eve", "patchify"]["hint"]
 
     # feedback through nbgrader: an HTML per notebook, every hint whole
     nbgrader(course, "generate_feedback", "ch01")

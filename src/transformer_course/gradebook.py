@@ -439,8 +439,17 @@ class _NotebookJob:
                 )
                 log(f"{who}: {hint} (its feedback too)")
                 return self._rows_of_earlier("missing (earlier score kept)", hint)
-            log(f"{who}: {self.name}.ipynb is missing")
             hint = f"no {self.name}.ipynb in the submission"
+            candidates = getattr(self, "candidates", [])
+            if candidates:
+                shown = ", ".join(printable(name, 100) for name in candidates[:5])
+                more = f" and {len(candidates) - 5} more" if len(candidates) > 5 else ""
+                hint += (
+                    f", and {len(candidates)} notebooks that could be it ({shown}"
+                    f"{more}): none was graded, since which one is meant is not clear"
+                    f". Rename the one to grade to {self.name}.ipynb and grade again"
+                )
+            log(f"{who}: {hint}")
             self._write_placeholder(f"{self.name}.ipynb: 0 points\n{hint}\n")
             return self.zero_rows("missing file", hint)
         if note:
@@ -514,6 +523,7 @@ class _NotebookJob:
         if len(alike) != 1 and len(self.gradebook_names) == 1:
             alike = others
         if len(alike) != 1:
+            self.candidates = [p.name for p in alike]  # several: none is graded
             return None, "", ""
         found = alike[0]
         refused = _not_the_students_own(found, student_root)
@@ -928,9 +938,20 @@ def write_csv(path: Path, records: list[dict]) -> None:
     write_text_atomically(path, out.getvalue())
 
 
+#: Statuses of a whole notebook: counted in the summary as one, whatever the
+#: student's own message (which names their files).
+WHOLE_NOTEBOOK = (
+    "missing file",
+    "missing (earlier score kept)",
+    "refused",
+    "unreadable",
+)
+
+
 def summary(records: list[dict], hints: int = 3) -> list[dict]:
     """Per exercise (in order of first appearance): the class mean, how many
-    students got full marks, and the most common hints with their counts."""
+    students got full marks, and the most common hints with their counts (a
+    notebook missing, refused or unreadable counts by its status)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for record in records:
         key = (str(record["notebook"]), str(record["exercise"]))
@@ -940,7 +961,11 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
         points = [float(r["points"]) for r in group]
         maximum = max(float(r["max_points"]) for r in group)
         common = collections.Counter(
-            str(r["hint"] or r["status"])
+            str(
+                r["status"]
+                if r["status"] in WHOLE_NOTEBOOK
+                else r["hint"] or r["status"]
+            )
             for r in group
             if float(r["points"]) < maximum and (r["hint"] or r["status"])
         ).most_common(hints)
