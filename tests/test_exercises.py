@@ -390,7 +390,7 @@ def test_every_widget_says_in_plain_text_to_run_its_cell(stubs):
     bundle = ex.check(
         "merge_pair", fn(WRONG["merge_pair"], "merge_pair")
     )._repr_mimebundle_()
-    assert "skip past both" in bundle["text/plain"]
+    assert "skip past both" in " ".join(bundle["text/plain"].split())
 
 
 def test_nbgrader_validate_reads_the_checks_verdict(
@@ -403,6 +403,12 @@ def test_nbgrader_validate_reads_the_checks_verdict(
     assert "not attempted" in capsys.readouterr().err
     assert chapter(1).check("merge_pair", solutions["merge_pair"]) is None
     assert capsys.readouterr().err == ""
+    # a wrong answer: its hints whole, in lines the dialog shows uncut
+    assert chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair")) is None
+    said = capsys.readouterr().err
+    assert "skip past both" in " ".join(said.split())
+    assert max(len(line) for line in said.splitlines()) <= widgets.TEXT_WIDTH
+    assert len(said.splitlines()) > 2
 
 
 def test_numeric_quiz_accepts_the_answer_within_tolerance():

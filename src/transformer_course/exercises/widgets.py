@@ -22,6 +22,7 @@ import random
 import re
 import sys
 import tempfile
+import textwrap
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -109,17 +110,29 @@ def render_report(report: Report) -> str:
     )
 
 
+#: Plain text's width: nbgrader's Validate dialog shows it unwrapped, cutting
+#: longer lines off at its edge.
+TEXT_WIDTH = 78
+
+
 def report_text(report: Report) -> str:
-    """The same results as plain text (a widget's fallback, nbgrader's Validate)."""
+    """The same results as plain text (a widget's fallback, nbgrader's Validate),
+    wrapped at :data:`TEXT_WIDTH` columns, a hint indented under its check."""
     title = report.exercise.title
     if report.status == NOT_ATTEMPTED:
         return f"{title}: not attempted."
-    lines = [f"{title}: {report.passed_count} of {len(report.results)} checks passed."]
-    lines += [
-        f"  [{'pass' if r.passed else 'FAIL'}] {r.name}"
-        + (f": {r.hint}" if r.hint else "")
-        for r in report.results
-    ]
+    head = f"{title}: {report.passed_count} of {len(report.results)} checks passed."
+    lines = textwrap.wrap(head, TEXT_WIDTH, break_on_hyphens=False)
+    for result in report.results:
+        said = f"  [{'pass' if result.passed else 'FAIL'}] {result.name}"
+        said += f": {result.hint}" if result.hint else ""
+        lines += textwrap.wrap(
+            said,
+            TEXT_WIDTH,
+            subsequent_indent=" " * 9,  # under the check's name
+            break_on_hyphens=False,
+            break_long_words=True,  # a long shape or path still fits
+        )
     return "\n".join(lines)
 
 
