@@ -419,6 +419,9 @@ def test_numeric_quiz_accepts_the_answer_within_tolerance():
     box.control.value = "a lot"
     box.submit.click()
     assert "Type a number" in box.feedback.value
+    box.control.value = "6,4"  # a decimal comma is not read as 64
+    box.submit.click()
+    assert "decimals take a point" in box.feedback.value
     box.control.value = "38597000"
     box.submit.click()
     assert "Not quite" in box.feedback.value

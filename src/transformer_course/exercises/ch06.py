@@ -911,7 +911,8 @@ QUIZZES = {
         '"is" (row 2) has scores 0.1 for "This" and 0.6 for itself, and the '
         'later tokens are masked. What weight does "is" give to itself? (Three '
         "decimals.)",
-        explanation="e^0.6 / (e^0.1 + e^0.6) = 1 / (1 + e^−0.5) ≈ 0.622, and 0.378 "
+        explanation="exp(0.6) / (exp(0.1) + exp(0.6)) = 1 / (1 + exp(−0.5)) ≈ 0.622, "
+        "and 0.378 "
         'for "This". The masked entries, set to −∞, get weight 0, and the row '
         "still sums to 1. The other rows, computed the same way: row 3 is "
         "[0.258, 0.316, 0.426], row 4 [0.214, 0.262, 0.262, 0.262].",

@@ -41,7 +41,10 @@ __all__ = [
 # What a quiz says, in the notebook and on the page alike.
 CHOOSE_FIRST = "Choose an answer first."
 TYPE_FIRST = "Type a number first."
-NOT_A_NUMBER = "Type a number (digits, optionally with commas): got {value}."
+NOT_A_NUMBER = (
+    "Type a number, such as 0.622, 1,050,624 or 1e6 (a comma only separates "
+    "thousands: decimals take a point): got {value}."
+)
 # For a question that names its unit, an answer in another unit.
 IN_THE_UNIT = "The question asks for {unit}: type the number of {unit} (got {value})."
 CORRECT = "Correct."

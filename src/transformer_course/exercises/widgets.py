@@ -67,8 +67,10 @@ _ICONS = {
     ),
     NOT_ATTEMPTED: _icon(
         "#8c959f",
-        '<rect x="1.5" y="1.5" width="13" height="13" rx="2" fill="none" '
-        'stroke="{color}" stroke-width="1.6"/>',
+        # a dotted ring, like the others' discs but empty: a square outline read
+        # as a checkbox to click (learner round)
+        '<circle cx="8" cy="8" r="6.8" fill="none" stroke="{color}" '
+        'stroke-width="1.8" stroke-dasharray="2.7 1.75"/>',
         "not attempted",
     ),
 }
