@@ -13,10 +13,13 @@ inside its time budget; these are the longer ones it can point to (issue 14).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import statistics
 import time
 from dataclasses import replace
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 
@@ -24,6 +27,9 @@ import torch
 
 import transformer_course as tc
 from transformer_course.vit import DIGITS, train_on_digits
+
+#: The figures chapter 7 (§7.4) prints and asserts its prose against.
+RESULTS = Path(tc.__file__).parent / "recorded" / "vit_ablations.json"
 
 #: name: the fields of DIGITS.model that the variant changes
 VARIANTS = {
@@ -41,6 +47,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a few steps, one seed")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the figures into the package (transformer_course/recorded/"
+        f"{RESULTS.name}), where chapter 7 reads them",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1 if args.quick else args.threads)
     digits = tc.load_digits()
@@ -52,7 +64,7 @@ def main(argv=None):
         f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); "
         f"{run.train['steps']} steps each, seeds {list(seeds)}"
     )
-    results = {}
+    results, per_seed = {}, {}
     for name, changes in VARIANTS.items():
         accuracies, seconds = [], []
         for seed in seeds:
@@ -64,11 +76,25 @@ def main(argv=None):
             accuracies.append((predicted == digits.y_test).float().mean().item())
         spread = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
         results[name] = (statistics.mean(accuracies), spread)
+        per_seed[name] = {"changes": changes, "accuracies": accuracies}
         print(
             f"{name:>42}: {results[name][0]:.2%} ± {spread:.2%} "
             f"({', '.join(f'{a:.2%}' for a in accuracies)}), "
             f"{statistics.mean(seconds):.0f} s per seed"
         )
+    if args.record and not args.quick:
+        figures = {
+            "benchmark": "benchmarks/vit_ablations.py",
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.machine(),
+            "steps": run.train["steps"],
+            "seeds": list(seeds),
+            "variants": per_seed,
+        }
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(figures, indent=1) + "\n")
+        print(f"figures written to {RESULTS}")
     return results
 
 

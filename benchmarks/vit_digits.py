@@ -16,10 +16,13 @@ per seed on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import statistics
 import time
 from dataclasses import replace
+from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 
@@ -29,6 +32,8 @@ import transformer_course as tc
 from transformer_course.vit import DIGITS, fit_on_digits, train_on_digits
 
 SECONDS_PER_SEED = 60
+#: The figures chapter 7 (§7.3) prints and asserts its prose against.
+RESULTS = Path(tc.__file__).parent / "recorded" / "vit_digits.json"
 
 
 def main(argv=None):
@@ -36,6 +41,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a few steps, one seed")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the figures into the package (transformer_course/recorded/"
+        f"{RESULTS.name}), where chapter 7 reads them",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1 if args.quick else args.threads)
     digits = tc.load_digits()
@@ -88,6 +99,25 @@ def main(argv=None):
         f"{mean / best:.4f}; {verdict} against the goal of >= 1 within "
         f"{SECONDS_PER_SEED} s per seed"
     )
+    if args.record and not args.quick:
+        figures = {
+            "benchmark": "benchmarks/vit_digits.py",
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "machine": platform.machine(),
+            "steps": run.train["steps"],
+            "seeds": list(seeds),
+            "vit": accuracies,
+            "small_cnn": cnn,
+            "seconds_per_seed": [round(s, 1) for s in seconds],
+            "baselines": {
+                name: {"accuracy": value, "chosen_by_cv": str(params)}
+                for name, (value, params) in results.items()
+            },
+        }
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(figures, indent=1) + "\n")
+        print(f"figures written to {RESULTS}")
     return mean, results
 
 

@@ -157,3 +157,13 @@ def test_links_from_exercises_land_on_their_section():
         assert fragment[1:] in slugs, (target, fragment)
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["sphinx"]["config"]["myst_heading_anchors"] >= 2
+
+
+def test_no_escaped_underscore_inside_text_mode_math():
+    r"""MathJax shows ``\text{max\_len}`` with its backslash (text mode takes no
+    macros): names with underscores go in ``\mathrm{max\_len}``."""
+    for path in NOTEBOOKS:
+        for cell in load(path)["cells"]:
+            if cell["cell_type"] == "markdown":
+                text = "".join(cell["source"])
+                assert not re.search(r"\\text\{[^}]*\\_", text), path.name

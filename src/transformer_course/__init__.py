@@ -22,6 +22,7 @@ lives in one module, roughly one per chapter:
 ``vit``           a vision transformer: patches, class token, attention rollout (chapter 7)
 ``baselines``     kNN, an SVM and a small CNN on the digits, for the ViT (chapter 7)
 ``train``         the training loop and its checkpoints (chapters 4, 6, 7)
+``seeds``         a figure over seeds: mean, sd, 95 % interval; recorded figures (ch. 7)
 ``diagrams``      schematic figures of the attention equations (chapters 2, 3)
 ================  ====================================================================
 
@@ -77,6 +78,7 @@ from .positions import (
     sinusoidal_shift_matrix,
 )
 from .runtime import on_colab, pick_device, seed_everything, setup, show_source
+from .seeds import OverSeeds, over_seeds, recorded, separated
 from .shapes import ShapeError, expect_shape
 from .tokens import (
     BPETokenizer,
@@ -117,6 +119,7 @@ __all__ = [
     "LayerNorm",
     "LearnedPositions",
     "MultiHeadAttention",
+    "OverSeeds",
     "PatchEmbedding",
     "RMSNorm",
     "RotaryEmbedding",
@@ -156,16 +159,19 @@ __all__ = [
     "nearest",
     "on_colab",
     "one_hot_lookup",
+    "over_seeds",
     "patch_tokens_figure",
     "patchify",
     "pick_device",
     "position_angles",
     "ppmi",
     "pretokenize",
+    "recorded",
     "rms_norm",
     "sample_next",
     "scaled_dot_product_attention",
     "seed_everything",
+    "separated",
     "sequence_cross_entropy",
     "setup",
     "show_source",

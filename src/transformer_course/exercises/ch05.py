@@ -881,11 +881,11 @@ QUIZZES = {
     "quiz_concatenate": MultipleChoice(
         key="quiz_concatenate",
         question="Instead of adding a position vector e_n to the token x_n, you "
-        "concatenate them, [x_n; e_n], and a linear map V follows (the queries, keys "
-        "or values). What have you built?",
-        explanation="Split V into the blocks acting on each half: V [x_n; e_n] = "
-        "V₁ x_n + V₂ e_n, a linear map of the token plus a position vector "
-        "e'_n = V₂ e_n: the additive construction, eq. (5.1) (Turner's footnote 19). "
+        "concatenate them, [x_n; e_n], and a linear map J follows (the queries, keys "
+        "or values; J as in the chapter's eq. (5.1)). What have you built?",
+        explanation="Split J into the blocks acting on each half: J [x_n; e_n] = "
+        "J₁ x_n + J₂ e_n, a linear map of the token plus a position vector "
+        "e'_n = J₂ e_n: the additive construction, eq. (5.1) (Turner's footnote 19). "
         "Adding loses nothing, and keeps the width D.",
         options=[
             "The same as adding a linearly mapped position vector to a linearly mapped "

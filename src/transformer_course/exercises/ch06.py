@@ -879,7 +879,9 @@ QUIZZES = {
         question="Without the mask, predicting every token of a sequence of N = 100 "
         "tokens takes N − 1 separate passes over the growing prefixes w₁, w₁:₂, …, "
         "w₁:N−1 (Turner §4.1). How many token positions do those passes process in "
-        "total? (One masked pass processes 100.)",
+        "total? (One masked pass processes 100. §6.2 of the chapter counts N "
+        "passes, since it also predicts the token after the window; here only "
+        "tokens 2 to N, inside the sequence, are predicted.)",
         explanation="1 + 2 + … + 99 = 99·100/2 = 4,950, about N²/2, and each pass "
         "costs attention over its own prefix on top. With the mask one pass of N "
         "tokens gives all N predictions at once.",
