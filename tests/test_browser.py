@@ -88,6 +88,14 @@ MATH_ERRORS = """() => Array.from(document.querySelectorAll("mjx-merror"))
 BROKEN_IMAGES = """() => Array.from(document.images)
   .filter(image => !image.complete || image.naturalWidth === 0)
   .map(image => image.getAttribute("src"))"""
+# Output figures that are not a link to themselves (course.js makes each one a
+# link, for a phone's reader to open it at full size).
+UNLINKED_FIGURES = """() => Array.from(document.querySelectorAll("div.cell_output img"))
+  .filter(image => {
+    const link = image.closest("a.tc-figure-link");
+    return !link || link.href !== image.src;
+  })
+  .map(image => image.getAttribute("src"))"""
 WIDGETS_RENDERED = """() => Array.from(document.querySelectorAll(
     'script[type="application/vnd.jupyter.widget-view+json"]'))
   .every(view => view.previousElementSibling &&
@@ -223,6 +231,7 @@ def test_page_renders_cleanly_offline(browser, server, name):
             }
         )
         broken = page.evaluate(BROKEN_IMAGES)
+        unlinked = page.evaluate(UNLINKED_FIGURES)
         math_errors = page.evaluate(MATH_ERRORS)
         start = time.perf_counter()
         page.screenshot(  # JPEG: a fraction of a full-page PNG's time
@@ -246,6 +255,9 @@ def test_page_renders_cleanly_offline(browser, server, name):
         assert not visit.failed_requests, f"{name}: failed {visit.failed_requests}"
         assert not raw_tex, f"{name}: raw TeX on the page: {raw_tex}"
         assert not broken, f"{name}: broken images {broken}"
+        assert not unlinked, f"{name}: figures that do not open at full size {unlinked}"
+        if re.match(r"book/0\d_", name):  # every chapter has figures, all linked
+            assert page.locator("div.cell_output a.tc-figure-link img").count() > 0
         assert not math_errors, f"{name}: MathJax errors {math_errors}"
         assert visit.widgets_rendered, f"{name}: widget views not rendered in 20 s"
     finally:

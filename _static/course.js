@@ -1,0 +1,18 @@
+// The course's additions to the theme's behaviour (issue 22). Jupyter Book adds
+// a <script> tag for every .js file in _static/.
+//
+// A figure opens at full size when clicked or tapped: on a phone the column
+// shrinks every figure, and its labels with it.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const image of document.querySelectorAll("div.cell_output img")) {
+    if (image.closest("a")) continue;
+    const link = document.createElement("a");
+    link.href = image.getAttribute("src");
+    link.target = "_blank";
+    link.rel = "noopener";
+    link.className = "tc-figure-link";
+    link.title = "Open the figure at full size";
+    image.replaceWith(link);
+    link.appendChild(image);
+  }
+});
