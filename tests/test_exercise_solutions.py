@@ -21,17 +21,37 @@ def test_every_chapter_has_a_source_notebook_and_enough_exercises():
         assert len(chapter(n).quizzes) >= 4
 
 
+def kernel_history(notebook) -> list[str]:
+    """``In`` as a kernel that ran ``notebook`` top to bottom holds it: every
+    code cell's source, magics transformed, after the empty entry 0. The checks
+    read it (names computed with the course package, runner.py), so the
+    reference solutions are checked as a learner's run would check them (the
+    fourteenth red team found them failing in a kernel, where ``device =
+    tc.setup()`` is in the history, while they passed here)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    transform = TransformerManager().transform_cell
+    return ["", *(transform(c.source) for c in notebook.cells if c.cell_type == "code")]
+
+
 @pytest.fixture(scope="module")
 def namespaces():
     """chapter -> (namespace with the reference solutions, namespace with the stubs)"""
     result = {}
     for n, path in SOURCES.items():
         source = nbformat.read(path, as_version=4)
+        solved = namespace_from(solution_cells(source).values())
+        solved["In"] = kernel_history(source)
         result[n] = (
-            namespace_from(solution_cells(source).values()),
+            solved,
             namespace_from(solution_cells(student_version(source)).values()),
         )
     return result
+
+
+def test_the_history_holds_the_setup_cell():
+    history = kernel_history(nbformat.read(SOURCES[6], as_version=4))
+    assert any("tc.setup(" in entry for entry in history)
 
 
 @pytest.mark.parametrize(

@@ -561,3 +561,33 @@ def test_a_name_computed_with_the_course_counts_as_using_it():
     assert runner.uses_course_package(namespace["g"]) == []
     outcomes = runner.call_cases(namespace["f"], [(torch.zeros(4, 4),)])
     assert outcomes[0]["error"] == "CoursePackageUsed"
+
+
+def test_an_attribute_is_not_a_global_of_the_same_name():
+    """The fourteenth red team: ``device = tc.setup(seed=0)`` in the setup cell
+    marked the name ``device``, and an honest answer reading ``scores.device``
+    (as the course's own solutions do) scored 0 in the notebook and full marks
+    from the grader. Only globals count; ``__main__.tc`` still does."""
+    from transformer_course.exercises import runner
+
+    namespace = {
+        "In": [
+            "",
+            "import torch\nimport transformer_course as tc",
+            "device = tc.setup(seed=0)",
+            "def f(scores):\n    return scores + torch.zeros(1, device=scores.device)",
+            "def g(scores):\n    return scores.to(device)",
+            "import __main__\ndef h(scores):\n    return __main__.tc.softmax(scores)",
+        ],
+        "torch": torch,
+    }
+    for source in namespace["In"][3:]:
+        exec(source, namespace)
+    namespace["device"] = torch.device("cpu")
+    assert runner.uses_course_package(namespace["f"]) == []
+    outcome = runner.call_cases(namespace["f"], [(torch.zeros(2),)])[0]
+    assert outcome["error"] is None, outcome["message"]
+    assert runner.uses_course_package(namespace["g"]) == [
+        "device, computed with tc in a cell"
+    ]
+    assert "tc" in runner.uses_course_package(namespace["h"])

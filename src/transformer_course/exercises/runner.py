@@ -24,6 +24,7 @@ import base64
 import builtins
 import contextlib
 import copy
+import dis
 import functools
 import importlib
 import json
@@ -421,9 +422,25 @@ class _Watch:
         return refuse
 
 
+#: Instructions that name a global (or a module imported by name); an
+#: attribute's name, ``x.device``, is in ``co_names`` too but names no global.
+_GLOBAL_NAME_OPS = frozenset(
+    {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "IMPORT_NAME"}
+)
+
+
 def _code_names(code: types.CodeType) -> set[str]:
-    """Global names a code object uses, and its string constants (``__import__``)."""
-    names = set(code.co_names)
+    """Global names a code object uses, the course package's names wherever
+    they appear (``__main__.tc`` too), and its string constants
+    (``__import__``). Not other attribute names: ``scores.device`` does not read
+    a global ``device`` (pass 14 of the red team: honest answers failed)."""
+    names = {
+        instruction.argval
+        for instruction in dis.get_instructions(code)
+        if instruction.opname in _GLOBAL_NAME_OPS
+        and isinstance(instruction.argval, str)
+    }
+    names |= set(code.co_names) & {"tc", COURSE_PACKAGE}
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             names |= _code_names(const)
