@@ -1312,3 +1312,86 @@ def test_replacing_deepcopy_does_not_hide_a_change_in_place(tmp_path):
     )
     (grade,) = result.exercises
     assert grade.points < grade.max_points, grade
+
+
+FORGE_THE_TEST = """
+import os, sys, json
+def _forge(frame, event, arg):
+    if event == "call" and frame.f_code.co_filename == "<instructor's test>":
+        s = json.dumps({"dict": [["preamble_error", None], ["defined", True],
+                                 ["errors", {"list": []}], ["outcomes", {"list": []}],
+                                 ["test_error", ""]]}).encode()
+        open("result.bin", "wb").write(len(s).to_bytes(8, "big") + s)
+        open("progress.txt", "a").write("done\\n")
+        os._exit(0)
+sys.setprofile(_forge)
+def double(x):
+    return 0
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("hook", ["sys.setprofile", "sys.settrace"])
+def test_a_hook_left_to_forge_an_instructors_verdict_earns_nothing(tmp_path, hook):
+    """The fourteenth red team: a profile hook saw the instructor's test start
+    and ended the process with a forged passing verdict (2/2 for double = 0).
+    A test does not run under a hook a cell left behind."""
+    from transformer_course.grade import InstructorTest
+
+    notebook = submission()
+    insert_after(notebook, "quiz-text", FORGE_THE_TEST.replace("sys.setprofile", hook))
+    test = InstructorTest("test_double", "assert double(2) == 4, 'not double'\n", 2.0)
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["merge_pair"], tests=[test]
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["test_double"].points == 0, graded["test_double"]
+    kind = "profile" if hook == "sys.setprofile" else "trace"
+    assert f"a {kind} hook" in graded["test_double"].hint
+
+
+def test_a_result_whose_dict_keys_share_a_hash_is_refused_at_once():
+    """66,000 integer keys i·(2⁶¹ − 1), all of one hash, took the grader 29 s
+    to decode (the fourteenth red team)."""
+    modulus = 2**61 - 1
+    pairs = [[i * modulus, 0] for i in range(20_000)]
+    structure = json.dumps({"dict": pairs}).encode()
+    payload = len(structure).to_bytes(8, "big") + structure
+    start = time.perf_counter()
+    with pytest.raises(WireError, match="share their hashes"):
+        decode_result(payload)
+    assert time.perf_counter() - start < 2
+    honest = {i: i for i in range(20_000)}
+    assert decode_result(encode_result(honest)) == honest
+
+
+def test_a_result_with_an_unhashable_tuple_key_is_a_wire_error():
+    """A tuple key holding a list raised TypeError, which stopped the grading
+    of the whole notebook (the fourteenth red team)."""
+    structure = json.dumps({"dict": [[{"tuple": [{"list": [1]}]}, 0]]}).encode()
+    with pytest.raises(WireError, match="cannot be a key"):
+        decode_result(len(structure).to_bytes(8, "big") + structure)
+
+
+def test_a_warning_quoting_a_submission_shows_as_text_in_the_feedback():
+    """Chapter metadata of '<script>…' reached nbgrader's feedback page as a
+    live script, through the warning in the autograded notebook's first cell
+    (the fourteenth red team)."""
+    import html
+
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    from transformer_course.gradebook import markdown_text
+
+    said = (
+        "chapter '<img src=x onerror=alert(1)><script>alert(1)</script>' "
+        "[x](javascript:alert(1)) a_b *c* `d` 3 < 4 & 5"
+    )
+    page = markdown2html_mistune(markdown_text(said))
+    assert "<script" not in page
+    assert "<img" not in page
+    assert "href" not in page
+    assert "<em>" not in page
+    assert "<code>" not in page
+    shown = html.unescape(page.removeprefix("<p>").strip().removesuffix("</p>"))
+    assert shown == said

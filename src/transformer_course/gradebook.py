@@ -47,6 +47,7 @@ import argparse
 import collections
 import contextlib
 import csv
+import html
 import io
 import json
 import logging
@@ -728,7 +729,7 @@ class _NotebookJob:
             "**Graded by the course grader**, in a sandbox: "
             f"{result.total:g} / {result.max_total:g} points."
         ]
-        summary += [f"- {printable(w, 300)}" for w in result.warnings]
+        summary += [f"- {markdown_text(printable(w, 300))}" for w in result.warnings]
         if penalty:
             summary.append(
                 f"- Late by {hours(late)}: a penalty of {plural(penalty, 'point')}."
@@ -739,6 +740,19 @@ class _NotebookJob:
         for index, cell in enumerate(notebook.cells):
             cell["id"] = f"cell-{index}"
         self._save_autograded(notebook)
+
+
+#: Characters Markdown reads as syntax: escaped in text from a submission.
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_\[\](){}!|#~])")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` as it should read in a Markdown cell, whatever it holds: HTML
+    escaped and Markdown's syntax characters backslashed, so that a warning
+    quoting a submission's metadata (``<script>``, ``[a](javascript:…)``) shows
+    as text in nbgrader's feedback page (the fourteenth red team put a live
+    script there)."""
+    return _MARKDOWN_SYNTAX.sub(r"\\\1", html.escape(text, quote=False))
 
 
 def _verdict_output(verdict: ExerciseGrade) -> nbformat.NotebookNode:

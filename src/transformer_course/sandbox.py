@@ -635,7 +635,7 @@ class Sandbox:
                 if type(encoded) is not str or len(encoded) > 2 * MAX_RESULT_BYTES:
                     raise WireError("no results")
                 output = read_output(decode_result(base64.b64decode(encoded)))
-            except (WireError, ValueError) as err:
+            except Exception as err:  # forged bytes: any error is this exercise's
                 status = "error"
                 detail = (
                     "could not read the results (return plain tensors, numbers, "

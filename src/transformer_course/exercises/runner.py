@@ -799,13 +799,20 @@ def decode_result(payload: bytes, limits: dict | None = None) -> Any:
             count(len(body))
             if not all(type(pair) is list and len(pair) == 2 for pair in body):
                 raise WireError("a dict entry that is not a [key, value] pair")
-            result = {}
-            for key, value in body:
-                key = decode(key, depth + 1)
-                if isinstance(key, list | dict):
-                    raise WireError("a dict key that cannot be a key")
-                result[key] = decode(value, depth + 1)
-            return result
+            keys = [decode(key, depth + 1) for key, _ in body]
+            try:
+                hashes = {hash(key) for key in keys}  # a set of ints: never collides
+            except TypeError:  # a list or dict, also inside a tuple key
+                raise WireError("a dict key that cannot be a key") from None
+            if len(keys) > 64 and len(hashes) < len(keys) // 2:
+                # keys made to share a hash (integers i·(2⁶¹ − 1), say) make
+                # building the dict quadratic: 66,000 of them cost the grader
+                # 29 s (the fourteenth red team); honest keys do not collide
+                raise WireError("a dict whose keys share their hashes")
+            return {
+                key: decode(value, depth + 1)
+                for key, (_, value) in zip(keys, body, strict=True)
+            }
         if tag == "tensor":
             return tensor(body)
         raise WireError(f"an unknown tag {str(tag)[:40]!r} in the result")
@@ -1330,6 +1337,26 @@ def _run_cell(run, namespace: dict, source: str) -> str | None:
     return None
 
 
+# Python's own, taken before any learner's cell runs
+_GETTRACE, _GETPROFILE = sys.gettrace, sys.getprofile
+_THREADING_HOOKS = (threading.gettrace, threading.getprofile)
+
+
+def _watching_hooks() -> str:
+    """The hooks a learner's cell left that would watch an instructor's test
+    run ("a profile hook", ...), or "". They are not the only way to forge a
+    test's verdict (README: a test runs in the student's process), but the
+    plainest."""
+    found = []
+    if _GETTRACE() is not None or _THREADING_HOOKS[0]() is not None:
+        found.append("a trace hook")
+    if _GETPROFILE() is not None or _THREADING_HOOKS[1]() is not None:
+        found.append("a profile hook")
+    if threading.active_count() > 1:
+        found.append("a thread running")
+    return " and ".join(found)
+
+
 def _no_new_audit_hooks(event: str, args: tuple) -> None:
     """An audit hook that refuses every later one: a learner's hook would see
     the instructor's test compiled (its hidden asserts) and every file opened."""
@@ -1366,11 +1393,17 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
     if test is not None:  # an instructor's own test cell, run last
         # compiled as it stands: not through IPython, whose input transformers
         # the learner's cells can change (one that empties later cells passed it)
-        try:
-            _EXEC(_COMPILE(test, "<instructor's test>", "exec"), namespace)
-            test_error = None
-        except BaseException as err:
-            test_error = f"{type(err).__name__}: {_message(err)}"
+        hooked = _watching_hooks()
+        if hooked:
+            # a hook sees the test's frames start and can end the process with
+            # a forged verdict (the fourteenth red team): not run, no points
+            test_error = f"RuntimeError: a cell left {hooked} set: the test was not run"
+        else:
+            try:
+                _EXEC(_COMPILE(test, "<instructor's test>", "exec"), namespace)
+                test_error = None
+            except BaseException as err:
+                test_error = f"{type(err).__name__}: {_message(err)}"
         result = {
             "preamble_error": preamble_error,
             "defined": True,
