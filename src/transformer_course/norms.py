@@ -5,7 +5,7 @@ LayerNorm normalises each token on its own: over the D features of token n,
     x̂_n = (x_n − mean(x_n)) / √(var(x_n) + ε),    LayerNorm(x)_n = γ ⊙ x̂_n + β
 
 with the mean and the (biased, 1/D) variance taken over the features, and γ, β
-learned per feature (Turner §2.3, eq. layer-norm of chapter 4; Ba et al. 2016).
+learned per feature (Turner §2.3, eq. (4.4) of chapter 4; Ba et al. 2016).
 Turner calls it TokenNorm, since the statistics belong to one token. RMSNorm
 (Zhang & Sennrich 2019) skips the mean: ``x / √(mean(x²) + ε) · γ``.
 
@@ -50,7 +50,7 @@ def layer_norm(
     bias: torch.Tensor | None = None,
     eps: float = 1e-5,
 ) -> torch.Tensor:
-    """Chapter 4, eq. layer-norm: each token's features to mean 0, variance 1, then γ, β.
+    """Chapter 4, eq. (4.4): each token's features to mean 0, variance 1, then γ, β.
 
     Args:
         x: (..., D) tokens, e.g. (B, N, D).
@@ -76,7 +76,7 @@ def layer_norm(
 def rms_norm(
     x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-5
 ) -> torch.Tensor:
-    """Chapter 4, eq. rms-norm: divide each token by its root mean square, then γ.
+    """Chapter 4, eq. (4.5): divide each token by its root mean square, then γ.
 
     No mean is subtracted and there is no β: a cheaper normalisation that keeps
     the rescaling, which is what stops activations growing (Zhang & Sennrich 2019;

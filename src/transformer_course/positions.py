@@ -7,16 +7,16 @@ shows three ways, all written with the same angles
 
 * absolute positions added to the tokens before the first block:
   :func:`sinusoidal_positions` (Vaswani et al. 2017; lecture notes §9.5.1;
-  eq. sinusoidal), with its shift matrices :func:`sinusoidal_shift_matrix`
-  (eq. shift), or a table learned like the word embeddings,
+  eq. (5.2)), with its shift matrices :func:`sinusoidal_shift_matrix`
+  (eq. (5.4)), or a table learned like the word embeddings,
   :class:`LearnedPositions` (GPT-2);
-* rotary positions (RoPE, Su et al. 2021; eq. rope), which rotate each head's
+* rotary positions (RoPE, Su et al. 2021; eq. (5.5)), which rotate each head's
   queries and keys by their position so that the score of a query at n and
   a key at m depends on ``m − n`` only: :class:`RotaryEmbedding`, which
   :class:`~transformer_course.multihead.MultiHeadAttention` and
   :class:`~transformer_course.block.Block` take as an option;
 * a bias on the scores that grows with the distance between query and key
-  (ALiBi, Press et al. 2022; eq. alibi): :func:`alibi_bias`, an additive float
+  (ALiBi, Press et al. 2022; eq. (5.7)): :func:`alibi_bias`, an additive float
   mask that goes where every attention mask goes, the ``mask`` argument.
 
 Pairs of features: both the sinusoidal table and the rotary embedding pair
@@ -118,7 +118,7 @@ def sinusoidal_positions(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Chapter 5, eq. sinusoidal: Vaswani et al.'s position table, (N, D).
+    """Chapter 5, eq. (5.2): Vaswani et al.'s position table, (N, D).
 
     ``PE[n, 2k] = sin(n / base^(2k/D))`` and ``PE[n, 2k+1] = cos(n / base^(2k/D))``
     for the positions n = offset ... offset + N − 1 (lecture notes §9.5.1).
@@ -151,7 +151,7 @@ def sinusoidal_shift_matrix(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Chapter 5, eq. shift: R_j with PE(n + j) = R_j PE(n) for every n, (D, D).
+    """Chapter 5, eq. (5.4): R_j with PE(n + j) = R_j PE(n) for every n, (D, D).
 
     Block diagonal, one 2×2 rotation per pair of features::
 
@@ -272,7 +272,7 @@ def _expect_rotary_input(x: torch.Tensor, angles: torch.Tensor) -> dict[str, int
 
 
 def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Chapter 5, eq. rope: turn each pair (x_2i, x_2i+1) of token n by angles[n, i].
+    """Chapter 5, eq. (5.5): turn each pair (x_2i, x_2i+1) of token n by angles[n, i].
 
     The teaching form, in real arithmetic::
 
@@ -303,7 +303,7 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rotary_complex(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Chapter 5, eq. rope: :func:`apply_rotary` as a product of complex numbers.
+    """Chapter 5, eq. (5.5): :func:`apply_rotary` as a product of complex numbers.
 
     Pair i of token n is the complex number ``z = x_2i + i·x_2i+1``; rotating it
     by θ is ``z · e^{iθ}`` (RoFormer, eq. 13; Meta's LLaMA code). Same shapes
@@ -371,7 +371,7 @@ def alibi_slopes(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Chapter 5, eq. alibi: the H slopes of ALiBi (Press et al. 2022), (H,).
+    """Chapter 5, eq. (5.7): the H slopes of ALiBi (Press et al. 2022), (H,).
 
     For H a power of two, the geometric sequence ``2^(−8h/H)``, h = 1 ... H: for
     H = 8 the slopes are 1/2, 1/4, ..., 1/256, so each head looks at a
@@ -398,7 +398,7 @@ def alibi_bias(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Chapter 5, eq. alibi: ``bias[h, i, j] = −m_h · |i − j|``, an additive mask (H, N_q, N_k).
+    """Chapter 5, eq. (5.7): ``bias[h, i, j] = −m_h · |i − j|``, an additive mask (H, N_q, N_k).
 
     Pass it as the ``mask`` of attention (a floating-point mask is added to the
     scores q kᵀ/√d): key j loses m_h per token of distance from query i, and

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import re
 import sys
 from typing import Any
 
@@ -92,13 +93,34 @@ def setup(seed: int = 0, device: str | None = None, style: bool = True) -> torch
     return pick_device(device)
 
 
+#: Sphinx's cross-reference roles in docstrings: ":func:`~.attention.softmax`".
+_SPHINX_ROLE = re.compile(r":(?:func|class|meth|mod|data|attr|exc|obj):`(~?)([^`]*)`")
+
+
+def _readable_role(match: re.Match) -> str:
+    shortened, target = match.group(1), match.group(2)
+    target = re.sub(r"\s*<[^>]*>$", "", target)  # "text <target>": the text
+    if shortened:  # "~a.b.c" reads as "c"
+        target = target.rsplit(".", 1)[-1]
+    return f"`{target.lstrip('.')}`"
+
+
+def readable_source(source: str) -> str:
+    """``source`` as a reader of the book should see it: Sphinx's roles and
+    double backticks in docstrings become plain `name` (the code is unchanged:
+    they only occur in docstrings and comments)."""
+    source = _SPHINX_ROLE.sub(_readable_role, source)
+    return re.sub(r"``([^`]+)``", r"`\1`", source)
+
+
 def show_source(obj: Any) -> Any:
     """Show the source of a course function or class, highlighted in a notebook.
 
     Chapters use this when the implementation itself is the lesson, so that the
-    book always shows the code that actually runs (never a pasted copy).
+    book always shows the code that actually runs (never a pasted copy); its
+    docstrings' Sphinx markup is shown as plain text (:func:`readable_source`).
     """
-    source = inspect.getsource(obj)
+    source = readable_source(inspect.getsource(obj))
     try:
         from IPython.display import Code
     except ImportError:  # plain Python: print it

@@ -178,7 +178,7 @@ class History:
 
 
 def learning_rate(step: int, config: TrainConfig) -> float:
-    """Chapter 4, eq. lr-schedule: linear warm-up to ``lr``, then cosine decay.
+    """Chapter 4, §4.2 (the schedule): linear warm-up to ``lr``, then cosine decay.
 
     With η = lr, η_min = lr · min_lr_ratio, W = warmup_steps and S = steps:
 
