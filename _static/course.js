@@ -5,7 +5,8 @@
 // shrinks every figure, and its labels with it.
 document.addEventListener("DOMContentLoaded", () => {
   for (const image of document.querySelectorAll("div.cell_output img")) {
-    if (image.closest("a")) continue;
+    // already a link; or inline data, which browsers do not open in a tab
+    if (image.closest("a") || image.getAttribute("src").startsWith("data:")) continue;
     const link = document.createElement("a");
     link.href = image.getAttribute("src");
     link.target = "_blank";

@@ -90,12 +90,14 @@ BROKEN_IMAGES = """() => Array.from(document.images)
   .map(image => image.getAttribute("src"))"""
 # Output figures that are not a link to themselves (course.js makes each one a
 # link, for a phone's reader to open it at full size).
+# (Inline images, src="data:…", are left alone: browsers refuse to open them.)
 UNLINKED_FIGURES = """() => Array.from(document.querySelectorAll("div.cell_output img"))
+  .filter(image => !image.getAttribute("src").startsWith("data:"))
   .filter(image => {
     const link = image.closest("a.tc-figure-link");
     return !link || link.href !== image.src;
   })
-  .map(image => image.getAttribute("src"))"""
+  .map(image => image.getAttribute("src").slice(0, 100))"""
 WIDGETS_RENDERED = """() => Array.from(document.querySelectorAll(
     'script[type="application/vnd.jupyter.widget-view+json"]'))
   .every(view => view.previousElementSibling &&
