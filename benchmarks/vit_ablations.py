@@ -13,23 +13,18 @@ inside its time budget; these are the longer ones it can point to (issue 14).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import time
 from dataclasses import replace
-from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 
 import torch
 
 import transformer_course as tc
+from transformer_course.seeds import record
 from transformer_course.vit import DIGITS, train_on_digits
-
-#: The figures chapter 7 (§7.4) prints and asserts its prose against.
-RESULTS = Path(tc.__file__).parent / "recorded" / "vit_ablations.json"
 
 #: name: the fields of DIGITS.model that the variant changes
 VARIANTS = {
@@ -51,7 +46,7 @@ def main(argv=None):
         "--record",
         action="store_true",
         help="write the figures into the package (transformer_course/recorded/"
-        f"{RESULTS.name}), where chapter 7 reads them",
+        "vit_ablations.json), where chapter 7 reads them",
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1 if args.quick else args.threads)
@@ -84,17 +79,12 @@ def main(argv=None):
         )
     if args.record and not args.quick:
         figures = {
-            "benchmark": "benchmarks/vit_ablations.py",
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "machine": platform.machine(),
             "steps": run.train["steps"],
             "seeds": list(seeds),
             "variants": per_seed,
         }
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(figures, indent=1) + "\n")
-        print(f"figures written to {RESULTS}")
+        path = record("vit_ablations", figures)
+        print(f"figures written to {path}")
     return results
 
 

@@ -16,24 +16,20 @@ per seed on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import time
 from dataclasses import replace
-from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 
 import torch
 
 import transformer_course as tc
+from transformer_course.seeds import record
 from transformer_course.vit import DIGITS, fit_on_digits, train_on_digits
 
 SECONDS_PER_SEED = 60
-#: The figures chapter 7 (§7.3) prints and asserts its prose against.
-RESULTS = Path(tc.__file__).parent / "recorded" / "vit_digits.json"
 
 
 def main(argv=None):
@@ -45,7 +41,7 @@ def main(argv=None):
         "--record",
         action="store_true",
         help="write the figures into the package (transformer_course/recorded/"
-        f"{RESULTS.name}), where chapter 7 reads them",
+        "vit_digits.json), where chapter 7 reads them",
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(1 if args.quick else args.threads)
@@ -101,10 +97,6 @@ def main(argv=None):
     )
     if args.record and not args.quick:
         figures = {
-            "benchmark": "benchmarks/vit_digits.py",
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "machine": platform.machine(),
             "steps": run.train["steps"],
             "seeds": list(seeds),
             "vit": accuracies,
@@ -115,9 +107,8 @@ def main(argv=None):
                 for name, (value, params) in results.items()
             },
         }
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(figures, indent=1) + "\n")
-        print(f"figures written to {RESULTS}")
+        path = record("vit_digits", figures)
+        print(f"figures written to {path}")
     return mean, results
 
 

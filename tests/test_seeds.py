@@ -74,3 +74,18 @@ def test_the_recorded_files_are_in_the_package_data():
     config = (ROOT / "pyproject.toml").read_text()
     assert '"recorded/*.json"' in config
     json.loads((ROOT / "src/transformer_course/recorded/vit_digits.json").read_text())
+
+
+def test_record_writes_what_recorded_reads(monkeypatch, tmp_path):
+    """A benchmark's --record: the figures plus the run's torch, threads and
+    machine, read back by tc.recorded (here in a copy of the package folder)."""
+    from transformer_course import seeds
+
+    monkeypatch.setattr(seeds, "_recorded_path", lambda name: tmp_path / f"{name}.json")
+    path = seeds.record("demo", {"seeds": [0, 1, 2], "vit": [0.9, 0.95, 0.97]})
+    assert path == tmp_path / "demo.json"
+    figures = seeds.recorded("demo")
+    assert figures["benchmark"] == "benchmarks/demo.py"
+    assert figures["vit"] == [0.9, 0.95, 0.97]
+    assert figures["threads"] >= 1
+    assert figures["torch"].startswith("2.")

@@ -10,20 +10,25 @@ which with three seeds asks for a large gap.
 
 * :func:`over_seeds`: the summary of one figure's values, an :class:`OverSeeds`.
 * :func:`t_quantile`: Student's t quantile (tested against SciPy's).
-* :func:`recorded`: the figures a script of benchmarks/ recorded for the book
-  (``--record``), read from the package, so that a chapter prints and asserts
-  them on Colab too, where benchmarks/ is not at hand.
+* :func:`record` and :func:`recorded`: the figures a script of benchmarks/
+  records for the book (``--record``), written into the package and read from
+  it, so that a chapter prints and asserts them on Colab too, where
+  benchmarks/ is not at hand.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import platform
 import statistics
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
-__all__ = ["OverSeeds", "over_seeds", "recorded", "separated", "t_quantile"]
+import torch
+
+__all__ = ["OverSeeds", "over_seeds", "record", "recorded", "separated", "t_quantile"]
 
 
 def _t_density(x: float, df: float) -> float:
@@ -106,10 +111,31 @@ def separated(a: OverSeeds, b: OverSeeds) -> bool:
     return a.high < b.low or b.high < a.low
 
 
+def _recorded_path(name: str):
+    return resources.files("transformer_course") / "recorded" / f"{name}.json"
+
+
+def record(name: str, figures: dict) -> Path:
+    """Write ``figures`` (JSON-able) as the recorded figures of
+    ``benchmarks/<name>.py``, with the run's PyTorch version, threads and
+    machine; returns the file. For the benchmark scripts' ``--record``."""
+    path = Path(str(_recorded_path(name)))
+    content = {
+        "benchmark": f"benchmarks/{name}.py",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        **figures,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(content, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
 def recorded(name: str) -> dict:
     """The figures ``benchmarks/<name>.py --record`` wrote, as a dict (read from
     ``transformer_course/recorded/<name>.json``)."""
-    path = resources.files("transformer_course") / "recorded" / f"{name}.json"
+    path = _recorded_path(name)
     if not path.is_file():
         raise FileNotFoundError(
             f"recorded: no figures named {name!r} in the package; make them with "
