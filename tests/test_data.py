@@ -345,3 +345,13 @@ def test_get_batch_names_the_splits_it_knows():
         ValueError, match=r"split: expected one of \['train', 'val'\], got 'test'"
     ):
         get_batch("test", 0)
+
+
+def test_shifted_windows_are_inputs_and_targets_one_token_apart():
+    from transformer_course.data import shifted_windows
+
+    ids = torch.arange(100, 120)
+    inputs, targets = shifted_windows(ids, torch.tensor([0, 7]), 5)
+    assert inputs.tolist() == [[100, 101, 102, 103, 104], [107, 108, 109, 110, 111]]
+    assert targets.tolist() == [[101, 102, 103, 104, 105], [108, 109, 110, 111, 112]]
+    assert inputs.dtype == targets.dtype == torch.int64

@@ -44,6 +44,7 @@ __all__ = [
     "load_digits",
     "load_text",
     "read_shipped_text",
+    "shifted_windows",
     "split_ids",
     "window_batches",
 ]
@@ -286,8 +287,18 @@ def window_batches(
             len(ids) - block_size, (batch_size,), generator=generator
         )
         starts = starts[rank * share : (rank + 1) * share]  # this rank's windows
-        offsets = torch.arange(block_size + 1)  # (block_size + 1,)
-        windows = ids[starts[:, None] + offsets].long()  # (B, block_size + 1)
-        return windows[:, :-1], windows[:, 1:]  # inputs, targets shifted by one
+        return shifted_windows(ids, starts, block_size)
 
     return get_batch
+
+
+def shifted_windows(
+    ids: torch.Tensor, starts: torch.Tensor, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chapter 6, §6.1: the windows of ``block_size + 1`` tokens of ``ids`` (L,)
+    that begin at ``starts`` (B,), as (inputs, targets), each (B, block_size)
+    int64: the targets are the inputs shifted by one token, so target n is the
+    token after input n. The heart of :func:`window_batches`."""
+    offsets = torch.arange(block_size + 1)  # (block_size + 1,)
+    windows = ids[starts[:, None] + offsets].long()  # (B, block_size + 1)
+    return windows[:, :-1], windows[:, 1:]  # inputs, targets shifted by one
