@@ -222,3 +222,21 @@ def test_equation_numbers_link_to_their_equations(site):
             )
             linked += 1
     assert linked >= 70, linked
+
+
+def test_every_figure_says_what_it_shows(site):
+    """Each figure a cell draws has alt text (the cell's ``mystnb.image.alt``
+    metadata), for screen readers and readers whose images do not load; by
+    default it was the image's file path."""
+    figures = 0
+    for page in sorted((site / "book").glob("*.html")):
+        html_text = page.read_text(encoding="utf-8")
+        for tag in re.findall(
+            r"<img [^>]*src=\"\.\./_images/[^\"]+\"[^>]*>", html_text
+        ):
+            alt = re.search(r'alt="([^"]*)"', tag)
+            assert alt, (page.name, tag[:120])
+            assert "_images" not in alt.group(1), (page.name, alt.group(1)[:80])
+            assert len(alt.group(1).split()) >= 5, (page.name, alt.group(1))
+            figures += 1
+    assert figures >= 40
