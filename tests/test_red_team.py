@@ -1395,3 +1395,52 @@ def test_a_warning_quoting_a_submission_shows_as_text_in_the_feedback():
     assert "<code>" not in page
     shown = html.unescape(page.removeprefix("<p>").strip().removesuffix("</p>"))
     assert shown == said
+
+
+MAGICS = "%matplotlib inline\n%load_ext autoreload\n%autoreload 2\n"
+
+
+@needs_bwrap
+def test_common_magics_above_a_solution_keep_it_graded(tmp_path):
+    """The fifteenth red team: "%matplotlib inline" (the bare shell had no GUI
+    to enable) and "%autoreload 2" (it read __file__ of the hidden course
+    package's stand-in) stopped the cell before its def: full marks in the
+    notebook, "missing" from the grader. And ``device``, which the setup cell
+    makes with the course package, is the grader's too."""
+    notebook = submission(
+        {
+            "merge_pair": MAGICS + reference("merge_pair"),
+            "embed_one_hot": MAGICS + "def embed_one_hot(ids, table):\n"
+            "    one_hot = torch.nn.functional.one_hot(ids, table.shape[0])\n"
+            "    return (one_hot.to(table.dtype) @ table).to(device)\n",
+        }
+    )
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["merge_pair", "embed_one_hot"]
+    )
+    graded = {e.key: e for e in result.exercises}
+    for key in ("merge_pair", "embed_one_hot"):
+        assert graded[key].points == graded[key].max_points, graded[key]
+
+
+def test_a_placeholder_quoting_a_submission_shows_as_text_in_the_feedback():
+    """The fifteenth red team: a cell_type of '<script>…' came back in
+    nbformat's message, the "not graded" placeholder's text, as a live script
+    in nbgrader's feedback page. Every placeholder text is escaped now."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    from transformer_course.gradebook import _NotebookJob
+
+    job = _NotebookJob.__new__(_NotebookJob)
+    saved = []
+    job._write_feedback_text = lambda text: None
+    job._returnable = lambda: True
+    job._save_autograded = saved.append
+    job._write_placeholder(
+        "01_tokens.ipynb: 0 points\nunreadable: '<script>alert(1)</script>' "
+        "is not a cell type; [x](javascript:alert(1))"
+    )
+    page = markdown2html_mistune(saved[0].cells[0].source)
+    assert "<script" not in page
+    assert "href" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

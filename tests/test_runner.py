@@ -574,9 +574,9 @@ def test_an_attribute_is_not_a_global_of_the_same_name():
         "In": [
             "",
             "import torch\nimport transformer_course as tc",
-            "device = tc.setup(seed=0)",
+            "device = tc.setup(seed=0)\nMASK = tc.causal_mask(2, 2)",
             "def f(scores):\n    return scores + torch.zeros(1, device=scores.device)",
-            "def g(scores):\n    return scores.to(device)",
+            "def g(scores):\n    return scores.masked_fill(~MASK, 0)",
             "import __main__\ndef h(scores):\n    return __main__.tc.softmax(scores)",
         ],
         "torch": torch,
@@ -584,10 +584,31 @@ def test_an_attribute_is_not_a_global_of_the_same_name():
     for source in namespace["In"][3:]:
         exec(source, namespace)
     namespace["device"] = torch.device("cpu")
+    namespace["MASK"] = torch.ones(2, 2, dtype=torch.bool).tril()
     assert runner.uses_course_package(namespace["f"]) == []
     outcome = runner.call_cases(namespace["f"], [(torch.zeros(2),)])[0]
     assert outcome["error"] is None, outcome["message"]
     assert runner.uses_course_package(namespace["g"]) == [
-        "device, computed with tc in a cell"
+        "MASK, computed with tc in a cell"
     ]
     assert "tc" in runner.uses_course_package(namespace["h"])
+
+
+def test_device_is_the_graders_too():
+    """The fifteenth red team: ``.to(device)`` in an answer failed in the
+    notebook (device = tc.setup() in the setup cell) and passed in the grader,
+    whose preamble binds ``device`` itself. Names the grader provides are not
+    held against the learner, and the grader does provide each of them."""
+    from transformer_course.exercises import runner
+    from transformer_course.grade import PREAMBLE
+
+    namespace = {
+        "In": ["", "import transformer_course as tc\ndevice = tc.setup(seed=0)"],
+        "torch": torch,
+        "device": torch.device("cpu"),
+    }
+    exec("def f(x):\n    return x.to(device) * 2", namespace)
+    assert runner.uses_course_package(namespace["f"]) == []
+    provided: dict = {}
+    exec(PREAMBLE.replace("import transformer_course as tc", "pass"), provided)
+    assert set(provided) >= runner.PROVIDED_WHEN_GRADING

@@ -683,7 +683,9 @@ class _NotebookJob:
             return
         notebook = nbformat.v4.new_notebook()
         notebook.cells.append(
-            nbformat.v4.new_markdown_cell("**Not graded.** " + printable(text, 1000))
+            nbformat.v4.new_markdown_cell(
+                "**Not graded.** " + markdown_text(printable(text, 1000))
+            )
         )
         notebook.cells[0]["id"] = "cell-0"
         self._save_autograded(notebook)

@@ -496,6 +496,12 @@ def _from_course(obj: object) -> bool:
     return isinstance(name, str) and name.split(".")[0] == COURSE_PACKAGE
 
 
+#: Names the grader's preamble binds the way the notebook's setup cell does
+#: with the course package (``device = tc.setup(seed=0)``); tests/test_grade.py
+#: keeps this in step with grade.PREAMBLE.
+PROVIDED_WHEN_GRADING = frozenset({"device"})
+
+
 def _computed_with_the_course(namespace: dict) -> set[str]:
     """Names the notebook's cells bound, at their top level, with a statement
     that uses the course package (``ALLOWED = tc.causal_mask(64, 64)``), read
@@ -533,7 +539,9 @@ def _computed_with_the_course(namespace: dict) -> set[str]:
                 for node in nodes
             )
             tainted = (tainted | bound) if uses else (tainted - bound)
-    return tainted
+    # the grader binds these itself (grade.PREAMBLE: ``device`` on the CPU), so
+    # a function that reads them runs there too (the fifteenth red team)
+    return tainted - PROVIDED_WHEN_GRADING
 
 
 def uses_course_package(function: Callable) -> list[str]:
@@ -1156,7 +1164,15 @@ class _HideCoursePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         module = types.ModuleType(spec.name)
         module.__path__ = []
-        module.__getattr__ = lambda attribute: _Hidden(f"{spec.name}.{attribute}")
+
+        def hidden(attribute: str):
+            if attribute.startswith("__") and attribute.endswith("__"):
+                # what tools ask any module (autoreload reads __file__): absent,
+                # as from a module that has none (the fifteenth red team)
+                raise AttributeError(attribute)
+            return _Hidden(f"{spec.name}.{attribute}")
+
+        module.__getattr__ = hidden
         return module
 
     def exec_module(self, module):
@@ -1186,6 +1202,10 @@ def _shell():
     config = Config()
     config.HistoryManager.enabled = False  # no history thread, no sqlite file
     shell = InteractiveShell.instance(config=config)
+    # A kernel draws figures; here nothing is drawn, and a bare shell's
+    # enable_gui raises, so that "%matplotlib inline" above a solution stopped
+    # the cell before its def (the fifteenth red team): a GUI is a no-op.
+    shell.enable_gui = lambda gui=None: None
 
     def run(source: str):
         result = shell.run_cell(source, store_history=False, silent=True)
