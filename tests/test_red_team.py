@@ -1361,8 +1361,13 @@ def test_a_result_whose_dict_keys_share_a_hash_is_refused_at_once():
     with pytest.raises(WireError, match="share their hashes"):
         decode_result(payload)
     assert time.perf_counter() - start < 2
-    honest = {i: i for i in range(20_000)}
+    honest = {i: i for i in range(-10_000, 10_000)}  # hash(-1) == hash(-2)
     assert decode_result(encode_result(honest)) == honest
+    # half of the keys sharing one hash, the rest distinct (the fifteenth)
+    half = [[i * modulus, 0] for i in range(10_000)] + [[i, 0] for i in range(10_000)]
+    structure = json.dumps({"dict": half}).encode()
+    with pytest.raises(WireError, match="share their hashes"):
+        decode_result(len(structure).to_bytes(8, "big") + structure)
 
 
 def test_a_result_with_an_unhashable_tuple_key_is_a_wire_error():
@@ -1444,3 +1449,39 @@ def test_a_placeholder_quoting_a_submission_shows_as_text_in_the_feedback():
     assert "<script" not in page
     assert "href" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+LOOK_FOR_THE_PLAN = """
+import glob, os
+_found = []
+for _root in {os.getcwd(), "/tmp", os.path.dirname(os.getcwd())}:
+    for _dir, _, _files in os.walk(_root):
+        for _name in _files:
+            try:
+                with open(os.path.join(_dir, _name), "rb") as _f:
+                    if b"SECRET-IN-THE-PLAN" in _f.read(2**22):
+                        _found.append(os.path.join(_dir, _name))
+            except OSError:
+                pass
+assert not _found, f"readable: {_found}"
+"""
+
+
+@needs_bwrap
+def test_no_file_in_reach_holds_the_instructors_tests(tmp_path):
+    """The fifteenth red team read every instructor's test (hidden ones too)
+    from plan.json in the read-only scratch folder, where the runner could not
+    remove it; the plan now comes on the runner's stdin."""
+    from transformer_course.grade import InstructorTest
+
+    notebook = submission({"merge_pair": LOOK_FOR_THE_PLAN + reference("merge_pair")})
+    test = InstructorTest(
+        "test_double", "assert 1 + 1 == 2  # SECRET-IN-THE-PLAN\n", 2.0
+    )
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["merge_pair"], tests=[test]
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert "readable" not in graded["merge_pair"].hint, graded["merge_pair"].hint
+    assert graded["merge_pair"].points == graded["merge_pair"].max_points
+    assert graded["test_double"].points == 2

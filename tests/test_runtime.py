@@ -109,10 +109,13 @@ def test_show_source_reads_without_sphinx_markup():
     """The book showed ":meth:`…`" and "``mask``" in docstrings: shown plain."""
     from transformer_course.runtime import readable_source
 
-    assert readable_source(
-        "a :func:`~.attention.softmax`, :class:`Block <transformer_course.Block>`,"
-        " :meth:`fit` and ``mask``"
-    ) == "a `softmax`, `Block`, `fit` and `mask`"
+    assert (
+        readable_source(
+            "a :func:`~.attention.softmax`, :class:`Block <transformer_course.Block>`,"
+            " :meth:`fit` and ``mask``"
+        )
+        == "a `softmax`, `Block`, `fit` and `mask`"
+    )
     for obj in (tc.MultiHeadAttention, tc.LayerNorm, tc.window_batches, tc.fit):
         shown = tc.show_source(obj).data
         assert not re.search(r":(func|class|meth|mod|data):`|``", shown), obj

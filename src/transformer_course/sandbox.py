@@ -376,9 +376,10 @@ class Sandbox:
         }
 
     def _command(
-        self, scratch: Path, plan: Path, identity: tuple[int, int] | None = None
+        self, scratch: Path, plan: Path | str, identity: tuple[int, int] | None = None
     ) -> list[str]:
-        """The command that runs the runner on ``plan``; ``identity`` is the
+        """The command that runs the runner on ``plan`` (a file, or "-": its
+        stdin, as the grader sends it); ``identity`` is the
         (uid, gid) graded code runs as when the grader is root (None otherwise)."""
         python = [os.path.abspath(sys.executable), "-I", "-B"]  # no "..": the
         # folders a relative path passes through may not exist in the sandbox
@@ -524,8 +525,10 @@ class Sandbox:
                 else _tasks_of_this_user() + EXTRA_TASKS,
             },
         }
-        path = scratch / "plan.json"
-        path.write_text(json.dumps(plan), encoding="utf-8")
+        # the plan goes to the runner on its stdin, not as a file: it holds the
+        # instructors' tests, and scratch is read-only inside, so a plan.json
+        # there could not be removed (the fifteenth red team read it)
+        text = json.dumps(plan)
         uid, gid = identity if identity is not None else (os.getuid(), os.getgid())
         (scratch / "passwd").write_text(
             f"learner:x:{uid}:{gid}:learner:{self._work(scratch)}:/bin/sh\n"
@@ -536,7 +539,7 @@ class Sandbox:
                 os.chown(item, uid, gid)
             # bwrap, as root without its capabilities, enters it before setpriv
             scratch.chmod(0o711)
-        return path
+        return text
 
     def _run(
         self,
@@ -547,7 +550,7 @@ class Sandbox:
         identity: tuple[int, int] | None = None,
         until: float | None = None,
     ):
-        plan = self._plan(scratch, jobs, timeout, preamble, identity)
+        plan = self._plan(scratch, jobs, timeout, preamble, identity)  # JSON text
         until = math.inf if until is None else until
         before = _descendants(os.getpid()) if self.reaper else set()
         cgroups = (  # the sandbox's alone: never around the grader's own user
@@ -557,8 +560,8 @@ class Sandbox:
         )
         try:
             process = subprocess.Popen(
-                self._command(scratch, plan, identity),
-                stdin=subprocess.DEVNULL,
+                self._command(scratch, "-", identity),  # the plan on stdin
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 env=self._environment(scratch),
@@ -570,6 +573,14 @@ class Sandbox:
             cgroups.remove()
             raise
         messages: queue.Queue = queue.Queue()
+
+        def send_plan() -> None:  # in a thread: a runner that never reads it
+            with contextlib.suppress(OSError):  # cannot block the grader
+                process.stdin.write(plan.encode("utf-8"))
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+
+        threading.Thread(target=send_plan, daemon=True).start()
 
         def read() -> None:  # lines of bounded length
             while line := process.stdout.readline(2 * MAX_RESULT_BYTES + 4096):
