@@ -1118,8 +1118,10 @@ QUIZZES = {
     ),
     "quiz_inductive_bias": MultipleChoice(
         key="quiz_inductive_bias",
-        question="On 1,437 training digits a small CNN beats the ViT. Which "
-        "explanation does the chapter's evidence support?",
+        question="On 1,437 training digits the ViT has no edge over a small CNN "
+        "(in the chapter's single run the CNN is ahead; over three seeds the "
+        "intervals cannot rank them). Which explanation does the chapter's "
+        "evidence support?",
         explanation="A convolution slides the same small filter over every "
         "position: locality and equivariance to shifts are built in. The ViT's "
         "patch embedding is local within a patch, but which patches are neighbours "
