@@ -893,7 +893,7 @@ QUIZZES = {
             "Something strictly more expressive than adding, as token and position "
             "stay in separate features",
             "A model that can no longer tell content from position",
-            "Relative positions, as in RoPE: the scores then depend on m − n only",
+            "Relative positions, as in RoPE: the scores then depend on n − n′ only",
         ],
         answer=0,
     ),
@@ -929,15 +929,16 @@ QUIZZES = {
         question="RoPE rotates each head's queries and keys by their positions. Why "
         "not the values?",
         explanation="Positions are meant to change which tokens attend to which: the "
-        "scores q'_n · k'_m = q_nᵀ R_(m−n) k_m. Rotating the values by their absolute "
+        "scores q̃_n · k̃_n′ = q_nᵀ R_(n−n′) k_n′ (eq. (5.6)). Rotating the values by "
+        "their absolute "
         "positions would not change the weights at all, and would put absolute "
         "positions into the output that the relative scores keep out.",
         options=[
-            "The scores q'·k' carry m − n; rotated values would put absolute positions "
+            "The scores q̃·k̃ carry n − n′; rotated values would put absolute positions "
             "in the output",
             "The values have an odd width and cannot be split into pairs",
             "Rotated values would change the attention weights, which must depend on "
-            "m − n",
+            "n − n′",
             "They are: the output projection applies the inverse rotations to the values",
         ],
         answer=0,

@@ -1063,13 +1063,13 @@ QUIZZES = {
         explanation="A convolution with kernel p and stride p visits each patch "
         "exactly once, and each of its D filters is one row of W reshaped to "
         "(C, p, p): nn.Conv2d(C, D, kernel_size=p, stride=p) (PatchEmbedding."
-        "as_conv2d). Its outputs, (B, D, H/p, W/p), flattened row by row and "
+        "as_conv2d). Its outputs, (B, D, height/p, width/p), flattened row by row and "
         "transposed, are the tokens.",
         options=[
             "nn.Conv2d(C, D, kernel_size=p, stride=p)",
             "nn.Conv2d(C, D, kernel_size=p, stride=1, padding=p // 2)",
             "nn.Conv2d(C, D, kernel_size=1, stride=p)",
-            "nn.Linear(C·H·W, D)",
+            "nn.Linear(C·height·width, D)",
         ],
         answer=0,
     ),
