@@ -565,3 +565,42 @@ def test_options_that_cannot_work_are_refused_at_once(capsys, option, value, exp
         gradebook.main(["ch01", option, value])
     assert stopped.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+def test_a_sandbox_that_stops_before_grading_keeps_the_earlier_score(
+    course, monkeypatch, capsys
+):
+    """The instructors' round of issue 21: on a loaded machine a correct
+    notebook once got 0, "the sandbox kept dying". Such an exercise is "not
+    graded" now: the earlier score stays, the log says so, and the command
+    exits 4 with the --student line that grades it again."""
+    from nbgrader.api import Gradebook
+
+    from transformer_course import gradebook
+    from transformer_course.sandbox import Sandbox
+
+    release = course / "release" / "ch01" / SOURCE.name
+    fill(release, course / "submitted" / "alice" / "ch01" / SOURCE.name, {})
+    gradebook_command(course, "ch01", "--csv", "ch01.csv")
+
+    class NeverStarts(Sandbox):
+        def run(self, jobs, *args, **kwargs):
+            self.last_error = "bwrap: Creating new namespace failed"
+            return [None] * len(jobs)
+
+    monkeypatch.setattr(gradebook, "Sandbox", NeverStarts)
+    monkeypatch.chdir(course)
+    assert gradebook.main(["ch01", "--csv", "ch01.csv"]) == 4
+    said = capsys.readouterr()
+    assert "alice: 01_tokens.ipynb NOT GRADED" in said.out
+    assert "bwrap: Creating new namespace failed" in said.out
+    assert "--student alice" in said.err
+    with Gradebook(f"sqlite:///{course / 'class.db'}") as book:
+        assert book.find_submission("ch01", "alice").score == FULL
+    rows = [
+        r
+        for r in csv.DictReader((course / "ch01.csv").open())
+        if r["student"] == "alice"
+    ]
+    assert {r["status"] for r in rows} == {"not graded (earlier score kept)"}
+    assert sum(float(r["points"]) for r in rows) == FULL

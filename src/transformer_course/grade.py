@@ -84,6 +84,12 @@ device = torch.device("cpu")
 """
 
 
+#: An exercise the sandbox never got to (it stopped before the exercise's job
+#: in every try): not a verdict on the submission. The gradebook keeps the
+#: earlier score and exits non-zero (an instructor saw a correct notebook get 0
+#: for this, once, on a loaded machine).
+NOT_GRADED = "not graded"
+
 #: Bounds on what the grader reads and parses in its own process: a notebook
 #: file, one code cell, all code cells together (the course's cells are a few
 #: thousand characters).
@@ -585,8 +591,16 @@ def _grade_exercises(
             if over
             else _grade(
                 job["exercise"],
-                "crashed",
-                "could not be graded: the sandbox kept dying",
+                NOT_GRADED,
+                "could not be graded: the sandbox stopped before this exercise in "
+                "every try (the machine, not the submission, as far as the grader "
+                "can tell"
+                + (
+                    f": {sandbox.last_error}"
+                    if getattr(sandbox, "last_error", "")
+                    else ""
+                )
+                + "); grade it again",
             )
         )
     return [final[e.key] for e in exercises]

@@ -62,6 +62,7 @@ from pathlib import Path
 import nbformat
 
 from .grade import (
+    NOT_GRADED,
     ExerciseGrade,
     InstructorTest,
     NotebookGrade,
@@ -472,6 +473,24 @@ class _NotebookJob:
             hint = f"{path.name} could not be read: {why}"
             self._write_placeholder(f"{path.name}: 0 points\n{hint}\n")
             return self.zero_rows("unreadable", hint)
+        not_graded = [e for e in result.exercises if e.status == NOT_GRADED]
+        if not_graded:  # the sandbox, not the submission: keep what was there
+            why = not_graded[0].hint
+            earlier = self._rows_of_earlier(f"{NOT_GRADED} (earlier score kept)", why)
+            log(
+                f"{who}: {self.name}.ipynb NOT GRADED ({len(not_graded)} of "
+                f"{len(result.exercises)} exercises: {why}); "
+                + (
+                    f"the earlier score of {self._earlier_score():g} is kept"
+                    if earlier
+                    else "nothing recorded"
+                )
+                + f"; grade again with --student {who}"
+            )
+            return earlier or [
+                self._plain_row(e.key, 0.0, e.max_points, NOT_GRADED, why)
+                for e in result.exercises
+            ]
         result.chapter_reason = f"the assignment's notebook {self.name}"
         if note:
             result.warnings.insert(0, note)
@@ -1127,7 +1146,8 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as err:
         print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
         return 2
-    graded = {r.student for r in rows}
+    failed = sorted({r.student for r in rows if r.status.startswith(NOT_GRADED)})
+    graded = {r.student for r in rows} - set(failed)
     if graded:
         record_points(record, args.assignment, now, sorted(graded))
     records = [{f: getattr(r, f) for f in CSV_FIELDS} for r in rows]
@@ -1141,6 +1161,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     if target:
         write_summary(target, table)
+    if failed:
+        print(
+            f"\n{plural(len(failed), 'student')} not graded (the sandbox stopped "
+            "before their exercises; their earlier scores, if any, are kept): grade "
+            "them again: python -m transformer_course.gradebook "
+            f"{args.assignment} " + " ".join(f"--student {s}" for s in failed),
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 

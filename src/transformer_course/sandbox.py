@@ -334,6 +334,7 @@ class Sandbox:
                 "--unsafe to grade without a sandbox (trusted submissions only)"
             )
         self.sandboxed = self.problem is None
+        self.last_error = ""  # stderr of the last run, when it stopped early
         self.memory_bytes = memory_bytes
         self.cpu_seconds = cpu_seconds
         self.reaper = False if self.sandboxed else _become_subreaper()
@@ -558,12 +559,15 @@ class Sandbox:
             if self.sandboxed
             else _Cgroups()
         )
+        # bwrap's stderr, and the runner's until it silences its own: why a
+        # sandbox stopped before its jobs (closed after the run, below)
+        errors = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             process = subprocess.Popen(
                 self._command(scratch, "-", identity),  # the plan on stdin
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
+                stderr=errors,
                 env=self._environment(scratch),
                 cwd=scratch,
                 start_new_session=True,
@@ -571,6 +575,7 @@ class Sandbox:
             )
         except BaseException:
             cgroups.remove()
+            errors.close()
             raise
         messages: queue.Queue = queue.Queue()
 
@@ -614,6 +619,11 @@ class Sandbox:
             self._stop(process, before)
             cgroups.remove()
             reader.join(timeout=5)
+            errors.seek(0, os.SEEK_END)
+            errors.seek(max(0, errors.tell() - 600))
+            tail = errors.read().decode("utf-8", "replace")
+            errors.close()
+        self.last_error = _text(" ".join(tail.split())[-300:], 300) if tail else ""
         if running is not None and results[running] is None:
             why = (
                 "the sandbox ran out of time"
