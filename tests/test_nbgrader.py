@@ -242,6 +242,10 @@ def test_a_class_graded_as_the_readme_says(course):
     ) in run.stdout
     assert "tim: timestamp.txt could not be read as a date" in run.stdout
     assert "graded 01_tokens (1).ipynb" in run.stdout
+    assert (
+        "sam: no HTML feedback from nbgrader for this submission (not collected by "
+        "nbgrader): send them feedback/sam/ch01/01_tokens.grades.txt"
+    ) in run.stdout
     assert not (course / "gradebook.db").exists()
 
     from nbgrader.api import Gradebook

@@ -508,6 +508,11 @@ class _NotebookJob:
         if not self._returnable():
             # nbgrader's generate_feedback would stop the class at this folder
             self._write_placeholder(text + "\n", notebook=False)
+            log(
+                f"{who}: no HTML feedback from nbgrader for this submission (not "
+                "collected by nbgrader): send them feedback/"
+                f"{who}/{self.assignment}/{self.name}.grades.txt"
+            )
         else:
             self._write_autograded(path, result, late, penalty)
             self._write_feedback_text(text + "\n")
