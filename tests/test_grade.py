@@ -418,3 +418,26 @@ def test_a_cell_that_does_not_parse_reads_syntax_error(tmp_path, broken):
     notebook = submission({"merge_pair": broken})
     (grade,) = grade_notebook(write(tmp_path, notebook), only=["merge_pair"]).exercises
     assert grade.status == "syntax error", grade
+
+
+def test_a_sandbox_that_never_reaches_an_exercise_says_not_graded(tmp_path, capsys):
+    """Not "crashed" with 0, which reads as the submission's fault: the grader
+    says "not graded", quotes the sandbox's stderr and exits 4."""
+    from exercise_helpers import submission, write
+
+    from transformer_course import grade
+    from transformer_course.sandbox import Sandbox
+
+    class NeverStarts(Sandbox):
+        def run(self, jobs, *args, **kwargs):
+            self.last_error = "bwrap: No permissions to create new namespace"
+            return [None] * len(jobs)
+
+    path = write(tmp_path, submission())
+    result = grade.grade_notebook(path, sandbox=NeverStarts(unsafe=True))
+    assert {e.status for e in result.exercises} == {grade.NOT_GRADED}
+    assert "No permissions to create new namespace" in result.exercises[0].hint
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(grade, "Sandbox", NeverStarts)
+        assert grade.main([str(path), "--unsafe"]) == 4
+    assert "not graded" in capsys.readouterr().err

@@ -884,6 +884,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.json:
         write_json_atomically(args.json, result.as_dict())
+    missed = [e.key for e in result.exercises if e.status == NOT_GRADED]
+    if missed:
+        print(
+            f"not graded ({', '.join(missed)}): the sandbox stopped before them; "
+            "grade the notebook again",
+            file=sys.stderr,
+        )
+        return 4
     return 0
 
 
