@@ -2,7 +2,8 @@
 // a <script> tag for every .js file in _static/.
 //
 // A figure opens at full size when clicked or tapped: on a phone the column
-// shrinks every figure, and its labels with it.
+// shrinks every figure, and its labels with it. (Sphinx itself links a figure
+// that carries its size, as the twice-the-pixels ones do.)
 document.addEventListener("DOMContentLoaded", () => {
   for (const image of document.querySelectorAll("div.cell_output img")) {
     // already a link; or inline data, which browsers do not open in a tab

@@ -45,7 +45,11 @@ def test_data_and_build_outputs_are_never_tracked():
 
 
 # import name -> distribution name, where they differ
-DISTRIBUTIONS = {"sklearn": "scikit-learn", "IPython": "ipython"}
+DISTRIBUTIONS = {
+    "sklearn": "scikit-learn",
+    "IPython": "ipython",
+    "matplotlib_inline": "matplotlib-inline",
+}
 
 
 def imported_distributions() -> set[str]:

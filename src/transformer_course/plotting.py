@@ -70,6 +70,21 @@ def use_course_style() -> None:
     it on a figure with a colour bar raises an error in matplotlib.
     """
     mpl.rcParams.update(COURSE_STYLE)
+    _sharp_figures()
+
+
+def _sharp_figures() -> None:
+    """In a notebook, each figure as a PNG of twice its pixels, shown at its
+    usual size ("retina"): on a phone the book shrinks a figure to the column,
+    and a reader who opens or zooms it needs the pixels to read its labels.
+    Outside IPython, nothing to do."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # pragma: no cover - IPython comes with Jupyter
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
 def token_axis(
