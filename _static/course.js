@@ -18,3 +18,28 @@ document.addEventListener("DOMContentLoaded", () => {
     link.appendChild(image);
   }
 });
+
+// A name in a table (the "Code used in this chapter" tables) breaks only where
+// a reader would: after a dot or an underscore, or between the words of a
+// CamelCase name, never in the middle of a word, as on a phone, where the
+// columns are narrow. <wbr> marks the places; the CSS forbids any other.
+document.addEventListener("DOMContentLoaded", () => {
+  const places = /([._])(?=\w)|([a-z])(?=[A-Z])/g;
+  for (const code of document.querySelectorAll("article.bd-article table code.literal")) {
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    const texts = [];
+    while (walker.nextNode()) texts.push(walker.currentNode);
+    for (const text of texts) {
+      const parts = text.data.replace(places, "$1$2\u0000").split("\u0000");
+      const pieces = document.createDocumentFragment();
+      parts.forEach((part, index) => {
+        if (index) pieces.appendChild(document.createElement("wbr"));
+        const piece = document.createElement("span");
+        piece.className = "tc-name-piece"; // no break inside (not at "-" either)
+        piece.textContent = part;
+        pieces.appendChild(piece);
+      });
+      text.replaceWith(pieces);
+    }
+  }
+});
