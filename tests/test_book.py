@@ -240,3 +240,22 @@ def test_every_figure_says_what_it_shows(site):
             assert len(alt.group(1).split()) >= 5, (page.name, alt.group(1))
             figures += 1
     assert figures >= 40
+
+
+def test_the_first_page_maps_the_model_and_every_chapter_points_to_it(site):
+    """Issue 23: the book opens with a picture of the whole model, whose boxes
+    link to the chapters that build them, and each chapter opens with a link
+    back to its place on that map."""
+    intro = (site / "book" / "intro.html").read_text(encoding="utf-8")
+    assert 'id="what-a-transformer-is-the-map"' in intro
+    svg = re.search(r"<svg .*?</svg>", intro, flags=re.S)
+    assert svg, "no map on the first page"
+    assert "<title" in svg.group(0)  # said in words to a screen reader
+    assert "<desc" in svg.group(0)
+    linked = set(re.findall(r'<a href="([0-9]{2}_\w+)\.html"', svg.group(0)))
+    chapters = {name.split("/")[1] for name in toc_files() if name[5:7].isdigit()}
+    assert len(chapters) >= 7
+    assert linked == chapters, (linked, chapters)
+    for name in chapters:
+        page = (site / "book" / f"{name}.html").read_text(encoding="utf-8")
+        assert 'href="intro.html#what-a-transformer-is-the-map"' in page, name

@@ -509,3 +509,31 @@ def test_rotary_keeps_the_state_dict_and_the_defaults():
 def test_rotary_misuse_names_the_numbers(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_minimal_forward_equals_torch_and_the_module(masked):
+    """Chapter 3, §3.3: the twelve-line version gives torch's numbers and
+    gradients, and the module's."""
+    ours, reference = pair(16, 4)
+    x = torch.randn(3, 6, 16, dtype=F64, requires_grad=True)
+    allowed = torch.ones(6, 6, dtype=torch.bool).tril() if masked else None
+    out = mh.minimal_forward(ours, x, mask=allowed)
+    expected, _ = reference(
+        x,
+        x,
+        x,
+        attn_mask=None if allowed is None else ~allowed,  # torch: True = blocked
+        need_weights=False,
+    )
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(out, ours(x, mask=allowed))
+    upstream = torch.randn_like(out)
+    for got, want in zip(
+        grads(out, [x, ours.qkv_proj.weight, ours.out_proj.weight], upstream),
+        grads(
+            expected, [x, reference.in_proj_weight, reference.out_proj.weight], upstream
+        ),
+        strict=True,
+    ):
+        torch.testing.assert_close(got, want)

@@ -51,6 +51,7 @@ __all__ = [
     "from_torch",
     "head_value_maps",
     "merge_heads",
+    "minimal_forward",
     "parameter_count",
     "split_heads",
     "sum_over_heads",
@@ -197,6 +198,32 @@ class MultiHeadAttention(nn.Module):
             )  # (B, H, N, d)
         out = self.out_proj(merge_heads(heads))  # (B, N, D)
         return (out, weights) if need_weights else out
+
+
+def minimal_forward(
+    layer: MultiHeadAttention, x: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Chapter 3, §3.3: the idea of :class:`MultiHeadAttention` alone.
+
+    x (B, N, D) -> (B, N, D) with ``layer``'s weights; ``mask`` (boolean, True
+    where a query may see a key) broadcasts to (B, H, N, N). The same numbers
+    as ``layer(x, mask=mask)``, without its checks, chapter 5's rotary
+    positions, chapter 6's cache, dropout or PyTorch's fused kernel; except
+    that a query allowed no key gets NaN here, zeros there (chapter 2, §2.6).
+    """
+    B, N, D = x.shape
+    H, d = layer.n_heads, layer.d_head  # d = D / H
+    q, k, v = layer.qkv_proj(x).chunk(3, dim=-1)  # 3 × (B, N, D): all heads at once
+    q, k, v = (
+        t.view(B, N, H, d).transpose(1, 2) for t in (q, k, v)
+    )  # 3 × (B, H, N, d): the heads become a batch dimension
+    scores = q @ k.transpose(-2, -1) / d**0.5  # (B, H, N, N), eq. (2.1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # eq. (2.2)
+    weights = torch.softmax(scores, dim=-1)  # (B, H, N, N): rows sum to 1
+    heads = weights @ v  # (B, H, N, d): one weighted average per head
+    concatenated = heads.transpose(1, 2).reshape(B, N, D)  # (B, N, H·d)
+    return layer.out_proj(concatenated)  # (B, N, D): W_O mixes the heads
 
 
 def head_value_maps(module: MultiHeadAttention) -> torch.Tensor:
