@@ -65,7 +65,7 @@ def inside_the_figure(fig):
             [
                 "Y",
                 "X",
-                "$M_h$",
+                "$W_{OV}^h$",
                 "$A_h$",
                 "D × N",
                 "D × D, one per head",
@@ -135,7 +135,7 @@ def test_split_merge_draws_one_grid_per_head(n_heads):
 
 def test_multihead_stacks_one_matrix_per_head():
     one, four = diagrams.multihead_as_sum(1), diagrams.multihead_as_sum(4)
-    # Y (4×5) and X (4×5) plus H copies of M_h (4×4) and A_h (5×5)
+    # Y (4×5) and X (4×5) plus H copies of W_OV^h (4×4) and A_h (5×5)
     assert len(one.axes[0].patches) == 20 + 20 + 16 + 25
     assert len(four.axes[0].patches) == 20 + 20 + 4 * (16 + 25)
 

@@ -357,7 +357,7 @@ def test_feature_mixing_is_torchs_jacobian_with_respect_to_the_values(
     d_model, n_heads, is_causal
 ):
     """Torch's layer takes values apart from queries and keys: its Jacobian in the
-    value input, with queries and keys fixed, is exactly Σ_h A_h[n, m] M_h."""
+    value input, with queries and keys fixed, is exactly Σ_h A_h[n, m] W_OV^h."""
     ours, reference = pair(d_model, n_heads, seed=3)
     x = torch.randn(2, 5, d_model, dtype=F64)
     causal = nn.Transformer.generate_square_subsequent_mask(5, dtype=F64)
@@ -376,12 +376,12 @@ def test_feature_mixing_is_the_whole_jacobian_when_the_weights_are_constant():
         ours.qkv_proj.weight[:24].zero_()  # W_q = W_k = 0: uniform weights 1/N
     x = torch.randn(2, 6, 12, dtype=F64)
     torch.testing.assert_close(mh.feature_mixing(ours, x), jacobian(ours, x))
-    maps = mh.head_value_maps(ours).sum(0) / 6  # Σ_h M_h / N, for every pair
+    maps = mh.head_value_maps(ours).sum(0) / 6  # Σ_h W_OV^h / N, for every pair
     torch.testing.assert_close(mh.feature_mixing(ours, x), maps.expand(2, 6, 6, 12, 12))
 
 
 def test_identity_values_and_output_mix_no_features():
-    """W_v = W_O = I: M_h keeps head h's own features, so every block is diagonal,
+    """W_v = W_O = I: W_OV^h keeps head h's own features, so every block is diagonal,
     and feature i of head h is averaged with that head's weights A_h[n, m]."""
     ours, _ = pair(12, 3, bias=False, seed=5)
     with torch.no_grad():

@@ -8,7 +8,7 @@ carries its name and size as text (the tests read them back with
 * :func:`qkv_graph` (chapter 2): x → queries, keys, values → scores → mask →
   softmax → weights → output, with the shape of every tensor.
 * :func:`multihead_as_sum` (chapter 3): Turner's figure 4,
-  ``Y = Σ_h M_h X A_h`` (the course's M_h is what Turner writes V_h).
+  ``Y = Σ_h W_OV^h X A_h`` (the course's W_OV^h is what Turner writes V_h).
 * :func:`split_merge_heads` (chapter 3): (B, N, D) → (B, N, H, d) →
   (B, H, N, d) and back.
 * :func:`block_diagram` (chapter 4): Turner's figure 7, the pre-norm block,
@@ -215,9 +215,9 @@ def qkv_graph() -> Figure:
 
 
 def multihead_as_sum(n_heads: int = 3) -> Figure:
-    """Turner's figure 4: ``Y = Σ_h M_h X A_h``, with the shape of every factor.
+    """Turner's figure 4: ``Y = Σ_h W_OV^h X A_h``, with the shape of every factor.
 
-    M_h (D × D; Turner writes V_h) and A_h (N × N) are drawn as stacks of
+    W_OV^h (D × D; Turner writes V_h) and A_h (N × N) are drawn as stacks of
     ``n_heads`` (at most 6); X (D × N) is shared by every head.
     """
     if not 1 <= n_heads <= len(HEAD_COLOURS):
@@ -254,7 +254,7 @@ def multihead_as_sum(n_heads: int = 3) -> Figure:
     stacked = (n_heads - 1) * step
     for x, width, top_, bottom, name, shape in [
         (x_y, N * cell, top, top - h, "Y", "D × N"),
-        (x_m, D * cell + stacked, m_top, m_bottom, "$M_h$", "D × D, one per head"),
+        (x_m, D * cell + stacked, m_top, m_bottom, "$W_{OV}^h$", "D × D, one per head"),
         (x_x, N * cell, top, top - h, "X", "D × N"),
         (x_a, N * cell + stacked, a_top, a_bottom, "$A_h$", "N × N, one per head"),
     ]:
@@ -268,9 +268,9 @@ def multihead_as_sum(n_heads: int = 3) -> Figure:
         ax,
         4.9,
         0.5,
-        "$M_h$ (Turner writes $V_h$) = the h-th block of $W_O$ × head h's value map:"
+        "$W_{OV}^h$ (Turner writes $V_h$) = the h-th block of $W_O$ × head h's value map:"
         " rank ≤ d = D/H.\nHead h averages the tokens with its own $A_h$;"
-        " $M_h$ maps its D features to D features.",
+        " $W_{OV}^h$ maps its D features to D features.",
     )
     return fig
 

@@ -5,9 +5,9 @@ by side; their outputs are concatenated and mixed by an output projection
 (lecture notes §9.4.2: Concat(Z¹…Z^H) W_O; Bishop: Y = [H_1, H_2, …] W_o).
 Turner (eqs. 4-6) writes the same layer as a sum over heads,
 ``Y = Σ_h V_h X A_h``, where his ``V_h = U_h U_{v,h}`` is a D×D map of rank ≤ d
-(footnote 13). The course writes that map M_h (Turner's V_h), keeping V for the
+(footnote 13). The course writes that map W_OV^h (Turner's V_h), keeping V for the
 values: see :func:`sum_over_heads` and :func:`head_value_maps`. Apart from the
-M_h, the layer mixes across tokens, not across features: see
+W_OV^h, the layer mixes across tokens, not across features: see
 :func:`feature_mixing`.
 
 The module holds one fused QKV projection, reshaped to (B, H, N, d). Its fast
@@ -227,10 +227,10 @@ def minimal_forward(
 
 
 def head_value_maps(module: MultiHeadAttention) -> torch.Tensor:
-    """M_h = U_h U_{v,h} (Turner's V_h) for every head: (H, D, D), each of rank ≤ d.
+    """W_OV^h = U_h U_{v,h} (Turner's V_h) for every head: (H, D, D), each of rank ≤ d.
 
-    In the row convention head h contributes ``A_h x M_hᵀ`` (bias aside), where
-    ``M_h`` chains the head's value map (d rows of W_v) with its d columns of W_O.
+    In the row convention head h contributes ``A_h x (W_OV^h)ᵀ`` (bias aside), where
+    ``W_OV^h`` chains the head's value map (d rows of W_v) with its d columns of W_O.
     """
     D, d = module.d_model, module.d_head
     W_v = module.qkv_proj.weight[2 * D :]  # (D, D): rows are value features
@@ -245,9 +245,9 @@ def head_value_maps(module: MultiHeadAttention) -> torch.Tensor:
 def sum_over_heads(
     module: MultiHeadAttention, x: torch.Tensor, mask=None, is_causal=False
 ):
-    """The same layer as Turner's sum over heads (eq. 4): ``Y = Σ_h A_h X M_hᵀ`` (+ biases).
+    """The same layer as Turner's sum over heads (eq. 4): ``Y = Σ_h A_h X (W_OV^h)ᵀ`` (+ biases).
 
-    M_h is Turner's V_h (:func:`head_value_maps`).
+    W_OV^h is Turner's V_h (:func:`head_value_maps`).
 
     Equal to ``module(x)``; written to show that concatenating then projecting
     is adding one projected output per head.
@@ -267,7 +267,7 @@ def sum_over_heads(
     maps = head_value_maps(module)  # (H, D, D)
     y = sum(
         weights[:, h] @ x @ maps[h].T for h in range(module.n_heads)
-    )  # Σ_h A_h X M_hᵀ: (B, N, D)
+    )  # Σ_h A_h X (W_OV^h)ᵀ: (B, N, D)
     if bias is not None:  # the value bias passes through each head's average, then W_O
         y = y + bias[2 * D :] @ module.out_proj.weight.T
     if module.out_proj.bias is not None:
@@ -281,8 +281,8 @@ def feature_mixing(
     """How the features of input token m reach those of output token n: (B, N, N, D, D).
 
     With the attention weights held fixed, the layer is linear in x, and its
-    Jacobian for the pair (n, m) is ``∂y_n/∂x_m = Σ_h A_h[n, m] M_h`` (the
-    course's M_h, Turner's V_h: :func:`head_value_maps`). Every pair of
+    Jacobian for the pair (n, m) is ``∂y_n/∂x_m = Σ_h A_h[n, m] W_OV^h`` (the
+    course's W_OV^h, Turner's V_h: :func:`head_value_maps`). Every pair of
     positions mixes features through a combination of the same H maps of rank
     ≤ d; only the H coefficients A_h[n, m] depend on the data. That is how
     little feature mixing multi-head attention does, next to the MLP
@@ -301,7 +301,7 @@ def feature_mixing(
     expect_shape(x, "B N D", "x", D=module.d_model)
     _, weights = module(x, mask=mask, is_causal=is_causal, need_weights=True)
     maps = head_value_maps(module)  # (H, D, D)
-    return torch.einsum("bhnm,hij->bnmij", weights, maps)  # Σ_h A_h[n, m] M_h
+    return torch.einsum("bhnm,hij->bnmij", weights, maps)  # Σ_h A_h[n, m] W_OV^h
 
 
 def parameter_count(d_model: int, n_heads: int, bias: bool = True) -> int:
@@ -316,8 +316,8 @@ def flop_count(d_model: int, n_heads: int, n_tokens: int) -> int:
     Projections (QKV and output, 4D² weights): 8·N·D². Scores q kᵀ and the
     weighted sum of values, per head 2·(2·N²·d), over H heads with d = D/H:
     4·N²·D. Turner's footnote 12 counts O(H·D·N²) for his sum-over-heads form,
-    where each head averages full-width features (M_h X A_h, Turner's V_h);
-    factoring M_h = U_h U_{v,h} with d = D/H brings that down to O(D·N²). Softmax and
+    where each head averages full-width features (W_OV^h X A_h, Turner's V_h);
+    factoring W_OV^h = U_h U_{v,h} with d = D/H brings that down to O(D·N²). Softmax and
     biases are ignored.
     """
     _expect_heads(d_model, n_heads)

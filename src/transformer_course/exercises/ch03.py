@@ -401,11 +401,11 @@ QUIZZES = {
     ),
     "quiz_rank": MultipleChoice(
         key="quiz_rank",
-        question="In Turner's sum over heads, Y = Σ_h M_h X A_h (Turner writes V_h for M_h), what is the largest possible rank of M_h (a D×D matrix)?",
-        explanation="M_h is the head's output block (D×d) times its value map (d×D): a product through only d dimensions, so its rank is at most d = D/H.",
+        question="In Turner's sum over heads, Y = Σ_h W_OV^h X A_h (Turner writes V_h for W_OV^h), what is the largest possible rank of W_OV^h (a D×D matrix)?",
+        explanation="W_OV^h is the head's output block (D×d) times its value map (d×D): a product through only d dimensions, so its rank is at most d = D/H.",
         options=[
             "d = D/H",
-            "D, since M_h is D×D",
+            "D, since W_OV^h is D×D",
             "H, the number of heads",
             "min(D, N)",
         ],
