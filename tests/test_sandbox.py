@@ -196,11 +196,9 @@ def test_memory_is_limited(tmp_path):
     )
     path = write(tmp_path, submission({"build_char_vocab": source}))
     (grade,) = grade_notebook(path, only=["build_char_vocab"]).exercises
-    # stopped by RLIMIT_NPROC (a fork fails, the answer passes) or, when the
-    # grader runs as root (exempt from RLIMIT_NPROC), by the runner's own cap
-    assert grade.status in ("passed", "crashed"), grade.hint
-    if grade.status == "crashed":
-        assert "started more than 64 processes" in grade.hint
+    # the 3 GiB address-space limit makes the allocation fail at once with a
+    # MemoryError, which the cell catches: the answer then passes
+    assert grade.status == "passed", grade.hint
 
 
 @needs_bwrap
@@ -235,11 +233,9 @@ def test_the_writable_space_is_small_and_private(tmp_path):
     )
     path = write(tmp_path, submission({"build_char_vocab": source}))
     (grade,) = grade_notebook(path, only=["build_char_vocab"]).exercises
-    # stopped by RLIMIT_NPROC (a fork fails, the answer passes) or, when the
-    # grader runs as root (exempt from RLIMIT_NPROC), by the runner's own cap
-    assert grade.status in ("passed", "crashed"), grade.hint
-    if grade.status == "crashed":
-        assert "started more than 64 processes" in grade.hint
+    # each 64 MiB file is within the file-size limit; the full 512 MiB /tmp
+    # raises an OSError, which the cell catches: the answer then passes
+    assert grade.status == "passed", grade.hint
 
 
 @needs_bwrap
