@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 from exercise_helpers import (
     WRONG,
@@ -441,3 +442,34 @@ def test_a_sandbox_that_never_reaches_an_exercise_says_not_graded(tmp_path, caps
         patch.setattr(grade, "Sandbox", NeverStarts)
         assert grade.main([str(path), "--unsafe"]) == 4
     assert "not graded" in capsys.readouterr().err
+
+
+def test_cells_that_crash_in_every_round_are_the_submissions_fault(tmp_path):
+    """The sixteenth red team: four cells above the exercises that each end the
+    process made every exercise "not graded", which keeps an earlier score.
+    An exercise that ran in every round gets its own status, the cells named."""
+    from exercise_helpers import submission, write
+
+    from transformer_course import grade
+    from transformer_course.sandbox import Sandbox, SandboxResult
+
+    class CrashesAtAnotherCell(Sandbox):
+        def run(self, jobs, *args, **kwargs):
+            return [
+                SandboxResult(
+                    "crashed", "the process died", ("cell", job["cells"][0][0]), None
+                )
+                for job in jobs
+            ]
+
+    notebook = submission()
+    crashing = "import os\nos._exit(1)\n"
+    for _ in range(4):  # above every solution: none of them defines a function
+        notebook.cells.insert(2, nbformat.v4.new_code_cell(crashing))
+    path = write(tmp_path, notebook)
+    result = grade.grade_notebook(path, sandbox=CrashesAtAnotherCell(unsafe=True))
+    for exercise in result.exercises:
+        assert exercise.status == "crashed", exercise
+        assert exercise.hint.count("was left out (crashed)") == 4, exercise.hint
+        assert "too many cells above this exercise crash or hang" in exercise.hint
+    assert grade.NOT_GRADED not in {e.status for e in result.exercises}

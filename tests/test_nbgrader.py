@@ -608,3 +608,30 @@ def test_a_sandbox_that_stops_before_grading_keeps_the_earlier_score(
     ]
     assert {r["status"] for r in rows} == {"not graded (earlier score kept)"}
     assert sum(float(r["points"]) for r in rows) == FULL
+
+
+def test_the_csv_files_hold_no_formula_a_spreadsheet_would_run(tmp_path):
+    """The sixteenth red team forged a hint starting with "=HYPERLINK(...)",
+    which both CSV files carried as it was: text that starts like a formula
+    gets a leading apostrophe; numbers, negative ones too, stay numbers."""
+    from transformer_course import gradebook
+
+    forged = '=HYPERLINK("https://evil.example","regrade")+1.'
+    record = dict.fromkeys(gradebook.CSV_FIELDS, "")
+    record |= {"student": "@mallory", "hint": forged, "points": 0.0}
+    record |= {"max_points": 3.0, "seconds_late": "-3600.0", "status": "failed"}
+    record |= {"notebook": "01_tokens", "exercise": "build_char_vocab"}
+    gradebook.write_csv(tmp_path / "class.csv", [record])
+    gradebook.write_summary(tmp_path / "summary.csv", gradebook.summary([record]))
+    with open(tmp_path / "class.csv", newline="", encoding="utf-8") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["hint"] == "'" + forged
+    assert row["student"] == "'@mallory"
+    assert row["seconds_late"] == "-3600.0"  # a number, kept
+    with open(tmp_path / "summary.csv", newline="", encoding="utf-8") as handle:
+        (summary_row,) = list(csv.DictReader(handle))
+    assert summary_row["hint"] == "'" + forged
+    for path in (tmp_path / "class.csv", tmp_path / "summary.csv"):
+        for line in list(csv.reader(path.open(newline="", encoding="utf-8")))[1:]:
+            for cell in line:
+                assert not cell.startswith(("=", "+", "@")), (path.name, cell)

@@ -1485,3 +1485,45 @@ def test_no_file_in_reach_holds_the_instructors_tests(tmp_path):
     assert "readable" not in graded["merge_pair"].hint, graded["merge_pair"].hint
     assert graded["merge_pair"].points == graded["merge_pair"].max_points
     assert graded["test_double"].points == 2
+
+
+@needs_bwrap
+def test_notebook_habits_around_the_hidden_package_keep_a_solution_graded(tmp_path):
+    """The sixteenth red team, each full marks in a kernel and 0 from the
+    grader: a module the notebook wrote itself (%%writefile), a value made with
+    ``tc`` and used in the same cell, a name imported from the package above and
+    used in the solution's cell, a top-level ``await`` in a cell that uses
+    ``tc``, and ``%store``."""
+
+    def edit(notebook):
+        for index, cell in enumerate(notebook.cells):
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id == "build_char_vocab":
+                helper = "%%writefile vocab_helpers.py\ndef sorted_chars(text):\n"
+                helper += "    return sorted(set(text))\n"
+                notebook.cells.insert(index, nbformat.v4.new_code_cell(helper))
+                break
+        for index, cell in enumerate(notebook.cells):
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id == "patchify":
+                alias = "from transformer_course import patchify as course_patchify\n"
+                notebook.cells.insert(index, nbformat.v4.new_code_cell(alias))
+                break
+
+    notebook = submission(
+        {
+            "build_char_vocab": "from vocab_helpers import sorted_chars\n\n\n"
+            "def build_char_vocab(text):\n"
+            "    return {c: i for i, c in enumerate(sorted_chars(text))}\n",
+            "merge_pair": "mask = tc.causal_mask(2, 2)\nprint(mask)\n"
+            + reference("merge_pair"),
+            "embed_one_hot": "import asyncio\n\nawait asyncio.sleep(0)\n"
+            "compare = tc.one_hot_lookup\n" + reference("embed_one_hot"),
+            "patchify": "%store\nprint(course_patchify(torch.zeros(1, 1, 4, 4), 2)[0, 0])\n"
+            + reference("patchify"),
+        },
+        edit=edit,
+    )
+    result = grade_notebook(write(tmp_path, notebook))
+    for exercise in result.exercises:
+        assert exercise.points == exercise.max_points, exercise

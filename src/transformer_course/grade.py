@@ -575,11 +575,26 @@ def _grade_exercises(
                     f"cell {stage[1] + 1} was left out ({result.status})"
                 )
                 job["cells"] = [(i, src) for i, src in job["cells"] if i != stage[1]]
+                job["last"] = result  # it ran: whatever follows, not "not graded"
                 continue
             final[key] = _verdict(job["exercise"], job, result)
             del pending[key]
     over = time.monotonic() - started >= budget
     for key, job in pending.items():
+        last = job.get("last")
+        if last is not None and not over:
+            # the exercise ran in every round and another cell crashed or hung
+            # each time (the sixteenth red team forged "not graded", which keeps
+            # an earlier score, with four cells that end the process): the
+            # submission's fault, so its own status, with the cells named
+            final[key] = _grade(
+                job["exercise"],
+                last.status,
+                "; ".join(job["left_out"])
+                + ": too many cells above this exercise crash or hang; grading "
+                "stopped there (run the notebook from the top and fix them)",
+            )
+            continue
         final[key] = (
             _grade(
                 job["exercise"],

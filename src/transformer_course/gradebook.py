@@ -970,11 +970,31 @@ def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
     return merged
 
 
+#: What makes a spreadsheet read a cell as a formula (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: object) -> object:
+    """``value`` as a CSV cell that no spreadsheet runs as a formula: text that
+    starts like one gets a leading ``'`` (the sixteenth red team put
+    ``=HYPERLINK(...)`` into a hint); numbers, negative ones included, are kept."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return "'" + value
+    return value
+
+
 def write_csv(path: Path, records: list[dict]) -> None:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
     writer.writeheader()
-    writer.writerows(records)
+    writer.writerows(
+        {field: spreadsheet_safe(value) for field, value in record.items()}
+        for record in records
+    )
     write_text_atomically(path, out.getvalue())
 
 
@@ -1055,14 +1075,17 @@ def write_summary(path: Path, table: list[dict]) -> None:
         for hint, count in common:
             writer.writerow(
                 [
-                    row["notebook"],
-                    row["exercise"],
-                    row["students"],
-                    f"{row['mean']:.4g}",
-                    f"{row['max_points']:g}",
-                    row["full_marks"],
-                    hint,
-                    count,
+                    spreadsheet_safe(cell)
+                    for cell in (
+                        row["notebook"],
+                        row["exercise"],
+                        row["students"],
+                        f"{row['mean']:.4g}",
+                        f"{row['max_points']:g}",
+                        row["full_marks"],
+                        hint,
+                        count,
+                    )
                 ]
             )
     write_text_atomically(path, out.getvalue())

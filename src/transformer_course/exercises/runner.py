@@ -27,9 +27,11 @@ import copy
 import dis
 import functools
 import importlib
+import inspect
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import stat
@@ -1208,6 +1210,10 @@ def _shell():
     # enable_gui raises, so that "%matplotlib inline" above a solution stopped
     # the cell before its def (the fifteenth red team): a GUI is a no-op.
     shell.enable_gui = lambda gui=None: None
+    # %store (a kernel's storemagic) keeps variables between sessions, which
+    # the grader has not: a no-op, not an error that stops the cell before its
+    # def (the sixteenth red team)
+    shell.register_magic_function(lambda line="": None, "line", "store")
 
     def run(source: str):
         result = shell.run_cell(source, store_history=False, silent=True)
@@ -1216,6 +1222,7 @@ def _shell():
             return None
         return f"{type(error).__name__}: {error}"
 
+    run.transform = shell.transform_cell  # magics to Python, as a kernel does
     return shell.user_ns, run
 
 
@@ -1331,30 +1338,101 @@ _EXEC, _COMPILE = builtins.exec, builtins.compile
 RESULT_FILE = "result.bin"  # a job's result, in the format of encode_result
 
 
-def _run_cell(run, namespace: dict, source: str) -> str | None:
+def _hidden_names(namespace: dict) -> set[str]:
+    """Names bound to the hidden package or to something from it (``tc``,
+    ``from transformer_course import patchify as course_patchify``)."""
+    return {
+        name
+        for name, value in list(namespace.items())
+        # type(), not isinstance(): a learner's object may lie about __class__
+        if type(value) is _Hidden
+        or (
+            type(value) is types.ModuleType
+            and str(value.__dict__.get("__name__", "")).split(".")[0] == COURSE_PACKAGE
+        )
+    }
+
+
+def _top_level(statement: ast.stmt) -> list[ast.AST]:
+    """The nodes a statement evaluates when it runs: not the bodies of the
+    functions, classes and lambdas it defines."""
+    found, stack = [], [statement]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            stack += node.decorator_list + node.args.defaults
+            stack += [d for d in node.args.kw_defaults if d is not None]
+        elif isinstance(node, ast.ClassDef):
+            stack += node.decorator_list + node.bases + node.keywords
+        elif isinstance(node, ast.Lambda):
+            stack += node.args.defaults
+        else:
+            stack += list(ast.iter_child_nodes(node))
+    return found
+
+
+def _binds(statement: ast.stmt) -> set[str]:
+    """The names a top-level statement binds."""
+    names = set()
+    if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        names.add(statement.name)
+    for node in _top_level(statement):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def _exec_statement(code: types.CodeType, namespace: dict) -> None:
+    """Run one compiled statement; a top-level ``await`` (which a kernel
+    allows) runs on a fresh event loop."""
+    result = eval(code, namespace)  # exec-mode code: None, or a coroutine
+    if code.co_flags & inspect.CO_COROUTINE:
+        import asyncio
+
+        asyncio.run(result)
+
+
+def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | None:
     """Run a learner's cell as the notebook ran it; None or "ErrorName: message".
 
     The notebook has the course package (``tc``) and the sandbox hides it, so a
     cell that also looks at it (``print(tc.causal_mask(4, 4))`` above a
     ``def``) would stop here before its definitions, though it ran in the
-    notebook. Such a cell runs one top-level statement at a time, passing over
-    the statements that need the hidden package; any other error stops it, as
-    in a kernel. Cells that do not mention the package run whole (magics and
-    all).
+    notebook. Such a cell, or one that reads a name bound to the package or
+    left unbound by a statement passed over earlier (``skipped``, kept from
+    cell to cell), runs one top-level statement at a time, passing over the
+    statements that need the hidden package or those names, whose own names
+    join ``skipped``; any other error stops it, as in a kernel. Other cells run
+    whole (magics and all).
     """
-    if COURSE_PACKAGE not in source and "tc." not in source:
+    unavailable = skipped | _hidden_names(namespace)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", source))
+    if COURSE_PACKAGE not in source and "tc." not in source and not words & unavailable:
         return run(source)
+    transform = getattr(run, "transform", None)  # magics as IPython calls
     try:
-        tree = ast.parse(source)
-    except SyntaxError:  # IPython syntax (magics): the cell as a whole
+        tree = ast.parse(source if transform is None else transform(source))
+    except SyntaxError:  # the cell as a whole, for the kernel's own message
         return run(source)
     for statement in tree.body:
-        code = compile(ast.Module([statement], type_ignores=[]), "<cell>", "exec")
         try:
-            exec(code, namespace)
-        except Exception as err:
-            if HIDDEN_WHILE_GRADING in str(err):
-                continue  # it looked at the course package: worked in the notebook
+            code = compile(
+                ast.Module([statement], type_ignores=[]),
+                "<cell>",
+                "exec",
+                flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+            )
+            _exec_statement(code, namespace)
+        except BaseException as err:  # SystemExit too: a kernel reports it
+            unbound = isinstance(err, NameError) and err.name in unavailable
+            if HIDDEN_WHILE_GRADING in str(err) or unbound:
+                # it looked at the course package: worked in the notebook
+                skipped |= _binds(statement)
+                unavailable |= _binds(statement)
+                continue
             return f"{type(err).__name__}: {_message(err)}"
     return None
 
@@ -1401,14 +1479,17 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
     plan.clear()
     sys.addaudithook(_no_new_audit_hooks)
     os.chdir(work)
+    # a kernel imports from its working folder (a module a cell wrote with
+    # %%writefile); the runner runs isolated (-I), so the folder is added, last
+    sys.path.append(os.getcwd())
     progress = os.fdopen(progress_fd, "a", buffering=1, encoding="utf-8")
     namespace, run = _shell()
     progress.write("preamble\n")
     preamble_error = run(preamble)
-    errors = []
+    errors, skipped = [], set()
     for index, source in cells:
         progress.write(f"cell {index}\n")
-        error = _run_cell(run, namespace, source)
+        error = _run_cell(run, namespace, source, skipped)
         if error is not None:
             errors.append([index, error[:300]])
     progress.write("call\n")
