@@ -290,7 +290,7 @@ def test_check_widget_shows_results_and_check_again_uses_the_latest_definition(
         sys.modules["__main__"], "merge_pair", solutions["merge_pair"], raising=False
     )
     button.click()
-    assert "6 of 6 checks passed" in results.value
+    assert "6 of 6 checks passed, 3 of 3 points" in results.value
     assert widgets.PROGRESS["merge_pair"] == "passed"
 
 
@@ -300,6 +300,17 @@ def test_check_widget_lists_failures_with_hints():
     assert "4 of 6 checks passed" in shown
     assert "skip past both" in shown
     assert box.report.status == "failed"
+
+
+def test_a_report_says_its_points_and_why_there_are_none():
+    """The learner round read "4 of 6 checks passed" as partial credit, where a
+    failed check on unseen inputs earns nothing: the header says both."""
+    box = chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair"))
+    report = box.report
+    assert any(r.kind == "unseen" and not r.passed for r in report.results)
+    said = f"0 of {report.exercise.points} points (a check on unseen inputs failed"
+    assert said in box.children[0].value
+    assert said in widgets.report_text(report).replace("\n", " ")
 
 
 def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):

@@ -207,3 +207,21 @@ def test_a_mask_added_as_a_finite_number_lets_a_huge_masked_score_through(masked
         [] if full else ["a masked key gets weight 0, whatever its score"]
     )
     assert full or 0 < report.score < exercise.points
+
+
+def test_an_inverted_mask_is_named_in_every_check_it_fails():
+    """The learner round: masked_fill(mask, -inf), with True meaning "may see",
+    was told to use -inf (it did) and masked_fill (it did)."""
+    source = (
+        "def attention_weights(q, k, mask=None):\n"
+        "    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+        "    if mask is not None:\n"
+        "        s = s.masked_fill(mask, float('-inf'))\n"
+        "    return torch.softmax(s, dim=-1)\n"
+    )
+    function = namespace_from([source])["attention_weights"]
+    report = core.run_exercise(EXERCISES["attention_weights"], function)
+    failed = [r for r in report.results if not r.passed]
+    assert failed
+    for result in failed:
+        assert "Your mask is inverted" in result.hint, (result.name, result.hint)

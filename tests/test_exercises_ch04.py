@@ -17,7 +17,7 @@ from exercise_helpers import (
 )
 
 from transformer_course.block import Block, BlockConfig
-from transformer_course.exercises import chapter, core
+from transformer_course.exercises import CHAPTERS, chapter, core
 from transformer_course.exercises.ch04 import (
     EXERCISES,
     QUIZZES,
@@ -453,3 +453,71 @@ def test_the_grader_refuses_a_layer_norm_that_is_torch_s(tmp_path, cheat):
         assert "switch off or look for its checks" in graded["mlp_forward"].hint
     else:
         assert graded["mlp_forward"].points == 3  # the rest of the notebook is graded
+
+
+# --- an earlier function of the learner's that fails ----------------------------------
+
+UNBIASED_LN = (
+    LN + "    return (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps) "
+    "* gamma + beta\n"
+)
+FIX_FIRST = "First fix your layer_norm() (Exercise 1)"
+
+
+def test_a_block_says_when_the_learner_s_own_layer_norm_is_the_mistake(monkeypatch):
+    """The learner round: an unbiased variance in layer_norm failed both blocks
+    with hints about the block's order. In the notebook, the block's report now
+    names layer_norm first (checked on its current definition)."""
+    import __main__
+    from transformer_course.exercises import widgets
+
+    namespace = namespace_from([HELPERS.replace(REFERENCE["layer_norm"], UNBIASED_LN)])
+    for name in ("layer_norm", "mlp_forward"):
+        monkeypatch.setitem(__main__.__dict__, name, namespace[name])
+    block = namespace_from(
+        [
+            HELPERS.replace(REFERENCE["layer_norm"], UNBIASED_LN),
+            REFERENCE["pre_norm_block"],
+        ]
+    )["pre_norm_block"]
+    box = widgets.check_widget(EXERCISES["pre_norm_block"], block, EXERCISES)
+    assert box.report.status == core.FAILED
+    assert box.report.note.startswith(FIX_FIRST), box.report.note
+    assert box.report.first_hint.startswith(FIX_FIRST)
+    assert FIX_FIRST in widgets.report_text(box.report)
+    # with a correct layer_norm and a wrong block, no such note
+    monkeypatch.setitem(
+        __main__.__dict__, "layer_norm", namespace_from([HELPERS])["layer_norm"]
+    )
+    box = widgets.check_widget(EXERCISES["pre_norm_block"], block, EXERCISES)
+    assert box.report.note == "", box.report.note
+
+
+def test_every_declared_foundation_is_called_by_the_reference_solution():
+    """``builds_on`` names exercises of the same chapter whose functions the
+    exercise's reference solution really calls."""
+    import re
+
+    for number in CHAPTERS:
+        exercises = chapter(number).exercises
+        cells = solution_cells(read_source(number))
+        for key, exercise in exercises.items():
+            for earlier in exercise.builds_on:
+                assert earlier in exercises, (number, key, earlier)
+                called = exercises[earlier].function
+                assert re.search(rf"\b{called}\(", cells[key]), (number, key, earlier)
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
+def test_the_grader_names_the_learner_s_failing_layer_norm_in_the_blocks(tmp_path):
+    from transformer_course.grade import grade_notebook
+
+    replacements = dict(REFERENCE) | {"layer_norm": UNBIASED_LN}
+    notebook = submission(replacements, chapter=4)
+    nbformat.write(notebook, tmp_path / "04_block.ipynb")
+    grades = {e.key: e for e in grade_notebook(tmp_path / "04_block.ipynb").exercises}
+    assert grades["layer_norm"].status == "failed"
+    for key in ("pre_norm_block", "post_norm_block"):
+        assert grades[key].status == "failed", grades[key]
+        assert grades[key].hint.startswith(FIX_FIRST), grades[key].hint
+    assert grades["mlp_forward"].status == "passed"

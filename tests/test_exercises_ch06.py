@@ -449,7 +449,7 @@ def test_chapter_six_is_registered():
         "scaled_dot_product_attention",
     )
     box = ex.quiz("quiz_notes_softmax")
-    box.control.value = "0.622"
+    box.control.value = "0.347"
     box.submit.click()
     assert "Correct" in box.feedback.value
 
@@ -509,8 +509,10 @@ def test_the_cache_reference_is_what_multi_head_attention_does_with_a_cache():
 def test_quiz_answers_follow_from_the_sources():
     N = 100  # N − 1 passes over the prefixes w_1, w_1:2, ..., w_1:N−1
     assert QUIZZES["quiz_passes"].answer == sum(range(1, N))
-    row = causal_weights(NOTES_SCORES)[1, 1]
-    assert QUIZZES["quiz_notes_softmax"].grade(f"{float(row):.3f}")
+    unmasked = torch.softmax(NOTES_SCORES.double(), -1)[1, 1]  # "is" on itself
+    assert QUIZZES["quiz_notes_softmax"].grade(f"{float(unmasked):.3f}")
+    masked = causal_weights(NOTES_SCORES)[1, 1]
+    assert not QUIZZES["quiz_notes_softmax"].grade(f"{float(masked):.3f}")
     assert QUIZZES["quiz_uniform_loss"].grade("4.17")
     uniform = F.cross_entropy(torch.zeros(10, 65), torch.arange(10))
     assert QUIZZES["quiz_uniform_loss"].answer == pytest.approx(float(uniform))
@@ -783,3 +785,54 @@ def test_top_k_taken_across_the_batch_is_named_as_such():
         _judge_probs([(logits, 1.0, 2)], [core.Outcome(value=across)])
     honest = next_token_distribution(logits, 1.0, 2)
     _judge_probs([(logits, 1.0, 2)], [core.Outcome(value=honest)])  # passes
+
+
+def _hints_of_failed_value_checks(key, source_code):
+    function = namespace_from([source_code])[EXERCISES[key].function]
+    report = core.run_exercise(EXERCISES[key], function)
+    return [
+        r.hint
+        for r in report.results
+        if not r.passed and r.kind in (core.VALUE, core.UNSEEN)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "source_code", "hint"),
+    [
+        (  # the diagonal masked too: one diagnosis on fixed and unseen inputs
+            "causal_attention_weights",
+            MASK
+            + "    return scores.masked_fill(ones.triu(), float('-inf')).softmax(-1)\n",
+            "Keep the diagonal",
+        ),
+        (  # tril for triu: the past masked, with the diagonal
+            "causal_attention_weights",
+            MASK
+            + "    return scores.masked_fill(ones.tril(), float('-inf')).softmax(-1)\n",
+            "You masked the past",
+        ),
+        (  # log-softmax over the positions, after the shift
+            "next_token_loss",
+            LOSS + "    logp = F.log_softmax(logits[:, :-1], dim=1)\n"
+            "    return -logp.gather(-1, ids[:, 1:, None]).mean()\n",
+            "over the vocabulary",
+        ),
+    ],
+)
+def test_a_mistake_gets_one_diagnosis_in_every_value_check(key, source_code, hint):
+    """The learner round: the diagonal masked read "keep the diagonal" on the
+    fixed inputs and "a mask made by multiplying" on unseen ones; tril for triu
+    and log_softmax over the positions got only the generic hint."""
+    hints = _hints_of_failed_value_checks(key, source_code)
+    assert hints
+    for said in hints:
+        assert hint in said, hints
+
+
+def test_the_fallback_loss_hint_does_not_give_the_solution_away():
+    hints = _hints_of_failed_value_checks(
+        "next_token_loss", LOSS + "    return logits.mean() * 0 + 1.234\n"
+    )
+    assert hints
+    assert not any("cross_entropy(" in said for said in hints), hints

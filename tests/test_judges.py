@@ -492,8 +492,19 @@ def test_pytorchs_usual_errors_come_with_plain_words(mistake):
 def test_an_error_of_its_own_gets_no_words_put_in_its_mouth():
     assert core.in_plain_words("x must be positive, got -1") == ""
     assert core.raised_with_hint("ValueError", "x must be positive") == (
-        "Your function raised ValueError: x must be positive"
+        "Your function raised ValueError: x must be positive."
     )
+
+
+def test_pytorch_s_message_and_the_course_s_words_are_two_sentences():
+    """The learner round read "…at non-singleton dimension 2 Two shapes do not
+    line up": the error's message now ends with a full stop."""
+    message = (
+        "The size of tensor a (4) must match the size of tensor b (7) at "
+        "non-singleton dimension 2"
+    )
+    said = core.raised_with_hint("RuntimeError", message)
+    assert "dimension 2. Two shapes do not line up" in said
 
 
 @pytest.mark.filterwarnings("ignore:The use of `x.T`")

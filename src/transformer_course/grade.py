@@ -50,7 +50,12 @@ from pathlib import Path
 import nbformat
 
 from .exercises import CHAPTERS
-from .exercises.core import Exercise, outcome_from_dict, report_from_outcomes
+from .exercises.core import (
+    Exercise,
+    foundations_note,
+    outcome_from_dict,
+    report_from_outcomes,
+)
 from .exercises.runner import to_plain
 from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 
@@ -801,6 +806,18 @@ def grade_notebook(
     sandbox = sandbox or Sandbox(unsafe=unsafe)
     exercises = [e for k, e in module.EXERCISES.items() if only is None or k in only]
     grades = _grade_exercises([*exercises, *tests], notebook, sandbox, timeout)
+    statuses = {grade.key: grade.status for grade in grades}
+    for grade in grades:  # the learner's own earlier function fails: say so first
+        exercise = module.EXERCISES.get(grade.key)
+        if exercise is None or grade.status != "failed":
+            continue
+        note = foundations_note(
+            exercise,
+            {k: e for k, e in module.EXERCISES.items() if k in statuses},
+            lambda earlier: statuses[earlier.key],
+        )
+        if note:
+            grade.hint = f"{note} {grade.hint}".strip()
     for grade in grades:  # the instructor's points, where they differ from ours
         if points and grade.key in points and grade.max_points:
             wanted = float(points[grade.key])

@@ -60,7 +60,7 @@ class ChapterExercises:
             raise KeyError(
                 f"exercise: expected one of {sorted(self.exercises)}, got {key!r}"
             )
-        return widgets.check_widget(self.exercises[key], function)
+        return widgets.check_widget(self.exercises[key], function, self.exercises)
 
     def quiz(self, key: str):
         """The quiz question ``key`` as a widget."""

@@ -3,7 +3,7 @@
 Each check makes its own inputs, calls the learner's function (see :mod:`.core`)
 and judges the outcomes with PyTorch's own functions as the reference, with a
 hint for the usual mistakes: the softmax over the wrong axis, no
-max-subtraction, the mask applied after the softmax, a missing 1/√d.
+max-subtraction, the mask applied after the softmax, a missing 1/√d_k.
 """
 
 from __future__ import annotations
@@ -317,6 +317,13 @@ def _judge_mask(cases, outcomes):
                 "weights should be softmax(q kᵀ/√d_k) over the last axis, for any "
                 "number of batch dimensions (transpose the last two axes of k)."
             )
+        scaled = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+        inverted = torch.softmax(scaled.masked_fill(mask, float("-inf")), dim=-1)
+        if close(w, inverted, equal_nan=True) or close(w, inverted.nan_to_num(0.0)):
+            raise Failed(
+                "Your mask is inverted: True means the query may see the key. Fill "
+                "the scores where the mask is False: masked_fill(~mask, float('-inf'))."
+            )
         if bool((w[..., ~mask].abs() > 1e-6).any()):
             raise Failed(
                 "Masked positions (mask == False) must get weight 0: fill their scores with -inf."
@@ -359,6 +366,8 @@ def _huge_masked_score_cases():
 def _judge_huge_masked_score(cases, outcomes):
     w, w_loud = returned_values(outcomes)
     mask = cases[0][2]
+    if not close(w, _reference_weights(*cases[0])):
+        _judge_mask(cases[:1], outcomes[:1])  # wrong already: the first mistake's hint
     blind = ~mask[:, 5]  # the queries that may not see key 5
     if w.shape != mask.shape or w_loud.shape != mask.shape:
         raise Failed(f"The weights have the mask's shape {tuple(mask.shape)}.")
@@ -608,7 +617,7 @@ EXERCISES: dict[str, Exercise] = {
 QUIZZES = {
     "quiz_axis": MultipleChoice(
         key="quiz_axis",
-        question="In softmax(Q Kᵀ/√d) V with queries as rows, which numbers sum to 1?",
+        question="In softmax(Q Kᵀ/√d_k) V with queries as rows, which numbers sum to 1?",
         explanation="Each row: one query's weights over all keys. (In Turner's column layout, each column of A.)",
         options=[
             "Each row: one query's weights over the keys",

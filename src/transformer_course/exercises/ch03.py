@@ -248,6 +248,7 @@ FORWARD = Exercise(
     forbidden=("scaled_dot_product_attention",),
     loud=(0,),  # a softmax inside: scores past 88 as well
     loud_scale=_loud_scale,  # x makes both q and k
+    builds_on=("split_heads", "merge_heads"),
 )
 
 # --- Exercise 4: counting parameters -----------------------------------------------------

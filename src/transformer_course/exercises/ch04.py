@@ -567,6 +567,7 @@ PRE_NORM = Exercise(
     ),
     forbidden=("transformer_layer",),
     loud=_louder_attention(norm_first=True),  # a softmax inside: scores past 88
+    builds_on=("layer_norm", "mlp_forward"),
 )
 
 
@@ -672,6 +673,7 @@ POST_NORM = Exercise(
     ),
     forbidden=("transformer_layer",),
     loud=_louder_attention(norm_first=False),  # a softmax inside: scores past 88
+    builds_on=("layer_norm", "mlp_forward"),
 )
 
 # --- Exercise 5: counting a block's parameters ----------------------------------------

@@ -108,11 +108,19 @@ def _judge_mask(cases, outcomes):
         N = scores.shape[-1]
         ones = torch.ones(N, N, dtype=torch.bool)
         lower = ones.tril()
-        if _close(got, _masked(scores, ones.triu())):
+        if any(
+            _close(got, candidate) or _close(got, candidate.nan_to_num(0.0))
+            for candidate in (
+                _masked(scores, ones.triu()),
+                _masked(
+                    scores, ones.triu(1)
+                ),  # masked_fill(tril(...)): the diagonal too
+            )
+        ):
             raise Failed(
                 "You masked the past and kept the future: query n (row n) may see "
                 "keys 0..n, the lower triangle with its diagonal. Set the scores "
-                "above the diagonal (key m > query n) to −∞: torch.ones(N, N, "
+                "above the diagonal (key n′ > query n) to −∞: torch.ones(N, N, "
                 "dtype=torch.bool).tril() marks what is allowed."
             )
         if _close(got, _masked(scores, ones)):
@@ -131,9 +139,8 @@ def _judge_mask(cases, outcomes):
                 "Mask before the softmax: zeroing the future after it leaves rows "
                 "that no longer sum to 1 (or renormalise each row)."
             )
-        if N > 1 and (
-            _close(got, _masked(scores, ones.tril(-1)))
-            or _close(got, _masked(scores, ones.tril(-1)).nan_to_num(0.0))
+        if _close(got, _masked(scores, ones.tril(-1))) or _close(
+            got, _masked(scores, ones.tril(-1)).nan_to_num(0.0)
         ):
             raise Failed(
                 "Keep the diagonal: token n attends to itself too (keys 0..n, "
@@ -165,7 +172,7 @@ def _judge_mask(cases, outcomes):
                 "float('-inf')) or torch.where instead."
             )
         raise Failed(
-            "Set the scores above the diagonal (key m > query n) to −∞, then take "
+            "Set the scores above the diagonal (key n′ > query n) to −∞, then take "
             "the softmax over the last dimension; compare with the notes' matrix: "
             "the row of 'is' (row 1, counting from 0) is [0.378, 0.622, 0, 0]."
         )
@@ -340,10 +347,13 @@ def _judge_loss(cases, outcomes):
         if _close(got, -log_probs.exp().gather(-1, picked).mean()):
             raise Failed("Take the log of the probability: the loss is −log p, not −p.")
         over_positions = x.log_softmax(1)[:, :-1]  # normalised over n, not over V
+        sliced_over_positions = x[:, :-1].log_softmax(1)  # the same, after the shift
         flat = x[:, :-1].reshape(-1, V)  # (B·(N − 1), V)
         over_rows = flat.log_softmax(0).gather(-1, ids[:, 1:].reshape(-1, 1))
-        if _close(got, -over_positions.gather(-1, picked).mean()) or _close(
-            got, -over_rows.mean()
+        if (
+            _close(got, -over_positions.gather(-1, picked).mean())
+            or _close(got, -sliced_over_positions.gather(-1, picked).mean())
+            or _close(got, -over_rows.mean())
         ):
             raise Failed(
                 "Take the log-softmax over the vocabulary, the last dimension "
@@ -351,8 +361,10 @@ def _judge_loss(cases, outcomes):
                 "positions' or rows' logits of one token."
             )
         raise Failed(
-            "loss = mean over b and n < N − 1 of −log softmax(logits[b, n])[ids[b, n + 1]]"
-            ": F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))."
+            "The loss is the mean, over every b and every n < N − 1, of "
+            "−log softmax(logits[b, n])[ids[b, n + 1]], the softmax taken over the "
+            f"vocabulary (V = {V}): compare your code with the formula for the "
+            "loss above the exercise, term by term."
         )
 
 
@@ -708,7 +720,7 @@ def _judge_cache(cases, outcomes):
                 raise Failed(
                     "Return the whole caches, (B, H, max_len, d) like the ones "
                     "given, with the new keys and values written in; not only the "
-                    f"first length + N = {end} positions."
+                    f"first length + N = {L} + {N} = {end} positions."
                 )
             raise Failed(
                 f"The caches keep their shape (B, H, max_len, d) = "
@@ -722,7 +734,7 @@ def _judge_cache(cases, outcomes):
             )
             if end_ok and end < max_len:
                 raise Failed(
-                    f"Leave the caches past length + N = {end} as they were: write "
+                    f"Leave the caches past length + N = {L} + {N} = {end} as they were: write "
                     "the new keys and values into them (a copy), do not rebuild "
                     "them from zeros. A cache reused for a new sequence still holds "
                     "old values there; they must not matter, and must not be lost."
@@ -756,7 +768,7 @@ def _judge_cache(cases, outcomes):
             for mask in (None, causal_mask(N, max_len))
         ):
             raise Failed(
-                f"Attend to the first length + N = {end} positions of the caches "
+                f"Attend to the first length + N = {L} + {N} = {end} positions of the caches "
                 f"only: the rest of the buffer (up to max_len = {max_len}) holds no "
                 "tokens yet, and its zero keys still get weight."
             )
@@ -876,15 +888,14 @@ EXERCISES: dict[str, Exercise] = {
 QUIZZES = {
     "quiz_passes": Numeric(
         key="quiz_passes",
-        question="Without the mask, predicting every token of a sequence of N = 100 "
-        "tokens takes N − 1 separate passes over the growing prefixes w₁, w₁:₂, …, "
-        "w₁:N−1 (Turner §4.1). How many token positions do those passes process in "
-        "total? (One masked pass processes 100. §6.2 of the chapter counts N "
-        "passes, since it also predicts the token after the window; here only "
-        "tokens 2 to N, inside the sequence, are predicted.)",
+        question="Without the mask, predicting tokens 2 to N of a sequence of "
+        "N = 100 tokens takes N − 1 passes, one over each prefix w₁, w₁:₂, …, "
+        "w₁:N−1 (Turner §4.1). How many token positions do those passes process "
+        "in total? (One masked pass processes 100.)",
         explanation="1 + 2 + … + 99 = 99·100/2 = 4,950, about N²/2, and each pass "
         "costs attention over its own prefix on top. With the mask one pass of N "
-        "tokens gives all N predictions at once.",
+        "tokens gives all N predictions at once. (§6.2 of the chapter counts N "
+        "passes, because it also predicts the token after the window.)",
         answer=99 * 100 // 2,
     ),
     "quiz_incremental": MultipleChoice(
@@ -909,16 +920,19 @@ QUIZZES = {
     ),
     "quiz_notes_softmax": Numeric(
         key="quiz_notes_softmax",
-        question='In the notes\' masked attention for "This is a dog", the token '
-        '"is" (row 2) has scores 0.1 for "This" and 0.6 for itself, and the '
-        'later tokens are masked. What weight does "is" give to itself? (Three '
-        "decimals.)",
-        explanation="exp(0.6) / (exp(0.1) + exp(0.6)) = 1 / (1 + exp(−0.5)) ≈ 0.622, "
-        "and 0.378 "
-        'for "This". The masked entries, set to −∞, get weight 0, and the row '
-        "still sums to 1. The other rows, computed the same way: row 3 is "
-        "[0.258, 0.316, 0.426], row 4 [0.214, 0.262, 0.262, 0.262].",
-        answer=round(1 / (1 + math.exp(-0.5)), 3),
+        question='In the notes\' "This is a dog", the token "is" (row 1, counting '
+        'from 0) has the scores 0.1, 0.6, 0.2 and 0.1 for "This", "is", "a" and '
+        '"dog". Without the causal mask, what weight does "is" give to itself? '
+        "(Three decimals.)",
+        explanation="exp(0.6) / (exp(0.1) + exp(0.6) + exp(0.2) + exp(0.1)) ≈ 0.347. "
+        'With the mask, the later tokens "a" and "dog" drop out of the sum, and '
+        '"is" gives itself 1 / (1 + exp(−0.5)) ≈ 0.622 and "This" 0.378: masking '
+        "shares the weight among the tokens that remain, each row still summing "
+        "to 1. The other masked rows: row 2 is [0.258, 0.316, 0.426], row 3 "
+        "[0.214, 0.262, 0.262, 0.262].",
+        answer=round(
+            math.exp(0.6) / (2 * math.exp(0.1) + math.exp(0.6) + math.exp(0.2)), 3
+        ),
         rel_tol=2e-3,
     ),
     "quiz_uniform_loss": Numeric(

@@ -47,7 +47,7 @@ import collections
 import io
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,6 +183,9 @@ class Exercise:
     twins: Callable[[tuple, torch.Generator], list[tuple]] | None = None
     loud: tuple[int, ...] | Callable[[tuple], tuple] = ()
     loud_scale: float | Callable[[tuple], float] = LOUD
+    #: keys of earlier exercises of the chapter whose functions this one calls
+    #: (chapter 4's blocks call the learner's own layer_norm and mlp_forward)
+    builds_on: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not any(c.kind == VALUE for c in self.checks):
@@ -321,6 +324,7 @@ class Report:
     exercise: Exercise
     status: str  # "passed", "failed" or "not attempted"
     results: tuple[CheckResult, ...] = field(default_factory=tuple)
+    note: str = ""  # shown first: an earlier function of the learner's fails
 
     @property
     def passed_count(self) -> int:
@@ -349,7 +353,36 @@ class Report:
 
     @property
     def first_hint(self) -> str:
-        return next((r.hint for r in self.results if not r.passed), "")
+        hint = next((r.hint for r in self.results if not r.passed), "")
+        return f"{self.note} {hint}".strip()
+
+
+def foundations_note(
+    exercise: Exercise,
+    siblings: Mapping[str, Exercise],
+    status_of: Callable[[Exercise], str],
+) -> str:
+    """For a failed exercise that calls the learner's own earlier functions
+    (``exercise.builds_on``): which of those do not pass their own checks, so
+    that the learner fixes the first real mistake first. "" when all pass.
+
+    ``status_of(earlier)`` is the earlier exercise's status: in the notebook,
+    its checks run on the current definition; in the grader, its grade.
+    """
+    failing = [
+        siblings[key]
+        for key in exercise.builds_on
+        if key in siblings and status_of(siblings[key]) != PASSED
+    ]
+    if not failing:
+        return ""
+    names = " and ".join(f"{e.function}() ({e.title.split(':')[0]})" for e in failing)
+    one = len(failing) == 1
+    return (
+        f"First fix your {names}: {'it does' if one else 'they do'} not pass "
+        f"{'its' if one else 'their'} own checks yet, and this function calls "
+        f"{'it' if one else 'them'}, so its checks fail too. Then check this one again."
+    )
 
 
 def unseen(make: Callable[[torch.Generator], list[tuple]]) -> Callable[[], list[tuple]]:
@@ -459,7 +492,9 @@ def in_plain_words(message: str) -> str:
 def raised_with_hint(error: str, message: str) -> str:
     """ "Your function raised E: message." with the plain-words hint, if any."""
     plain = in_plain_words(message)
-    said = f"Your function raised {error}: {message}"
+    said = f"Your function raised {error}: {message.rstrip()}"
+    if not said.endswith((".", "!", "?", ")")):
+        said += "."  # the course's words start a sentence of their own
     return f"{said} {plain}" if plain else said
 
 

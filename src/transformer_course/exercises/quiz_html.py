@@ -42,7 +42,7 @@ __all__ = [
 CHOOSE_FIRST = "Choose an answer first."
 TYPE_FIRST = "Type a number first."
 NOT_A_NUMBER = (
-    "Type a number, such as 0.622, 1,050,624 or 1e6 (a comma only separates "
+    "Type a number, such as 0.5, 12,000 or 1e6 (a comma only separates "
     "thousands: decimals take a point): got {value}."
 )
 # For a question that names its unit, an answer in another unit.

@@ -13,6 +13,7 @@ instead of the widget, whose Python callbacks cannot run there.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import html
 import json
@@ -24,14 +25,23 @@ import sys
 import tempfile
 import textwrap
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import ipywidgets as widgets
 
 from . import quiz_html
-from .core import NOT_ATTEMPTED, PASSED, Exercise, Report, run_exercise
+from .core import (
+    FAILED,
+    NOT_ATTEMPTED,
+    PASSED,
+    UNSEEN,
+    Exercise,
+    Report,
+    foundations_note,
+    run_exercise,
+)
 from .quiz_html import CHOOSE_FIRST, CORRECT, NOT_A_NUMBER, ON_TRY, TYPE_FIRST, WRONG
 
 __all__ = ["MultipleChoice", "Numeric", "QuizBox", "check_widget", "progress_widget"]
@@ -85,6 +95,17 @@ def grading_with_nbgrader() -> bool:
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
+def points_said(report: Report) -> str:
+    """ "2.5 of 4 points", and why none when a check on unseen inputs failed
+    (the learner round read "4 of 6 checks passed" as partial credit)."""
+    points = report.exercise.points
+    said = f"{report.score:.3g} of {points:g} point{'s' * (points != 1)}"
+    unseen_failed = any(r.kind == UNSEEN and not r.passed for r in report.results)
+    if unseen_failed:
+        said += " (a check on unseen inputs failed, which earns nothing)"
+    return said
+
+
 def render_report(report: Report) -> str:
     """The results of one exercise as HTML: one row per check, with hints."""
     title = html.escape(report.exercise.title)
@@ -103,11 +124,13 @@ def render_report(report: Report) -> str:
         + "</tr>"
         for r in report.results
     )
+    note = f"<p>{html.escape(report.note)}</p>" if report.note else ""
     return (
         f"<b>{_ICONS[report.status]} {title}: {report.passed_count} of "
-        f"{len(report.results)} checks passed.</b>"
-        "<table><tr><th></th><th>check</th>"
-        + ("<th>hint</th>" if hints else "")
+        f"{len(report.results)} checks passed, {html.escape(points_said(report))}.</b>"
+        + note
+        + '<table><tr><th></th><th style="text-align: left">check</th>'
+        + ('<th style="text-align: left">hint</th>' if hints else "")
         + f"</tr>{rows}</table>"
     )
 
@@ -123,8 +146,13 @@ def report_text(report: Report) -> str:
     title = report.exercise.title
     if report.status == NOT_ATTEMPTED:
         return f"{title}: not attempted."
-    head = f"{title}: {report.passed_count} of {len(report.results)} checks passed."
+    head = (
+        f"{title}: {report.passed_count} of {len(report.results)} checks passed, "
+        f"{points_said(report)}."
+    )
     lines = textwrap.wrap(head, TEXT_WIDTH, break_on_hyphens=False)
+    if report.note:
+        lines += textwrap.wrap(report.note, TEXT_WIDTH, break_on_hyphens=False)
     for result in report.results:
         said = f"  [{'pass' if result.passed else 'FAIL'}] {result.name}"
         said += f": {result.hint}" if result.hint else ""
@@ -184,7 +212,26 @@ def _current_definition(name: str) -> Callable | None:
     return found if callable(found) else None
 
 
-def check_widget(exercise: Exercise, function: Callable | None):
+def _with_foundations(
+    report: Report, siblings: Mapping[str, Exercise] | None
+) -> Report:
+    """``report``, with a note when it failed and an earlier function of the
+    learner's that it calls fails its own checks (run on its current definition)."""
+    if report.status != FAILED or not siblings or not report.exercise.builds_on:
+        return report
+
+    def status_of(earlier: Exercise) -> str:
+        return run_exercise(earlier, _current_definition(earlier.function)).status
+
+    note = foundations_note(report.exercise, siblings, status_of)
+    return dataclasses.replace(report, note=note) if note else report
+
+
+def check_widget(
+    exercise: Exercise,
+    function: Callable | None,
+    siblings: Mapping[str, Exercise] | None = None,
+):
     """Run the checks now and show the results, with a "Check again" button.
 
     The button re-runs the checks on the learner's *current* definition of the
@@ -194,7 +241,7 @@ def check_widget(exercise: Exercise, function: Callable | None):
     Under nbgrader autograding, returns the points earned instead (nbgrader
     reads a numeric cell result as partial credit).
     """
-    report = run_exercise(exercise, function)
+    report = _with_foundations(run_exercise(exercise, function), siblings)
     PROGRESS[exercise.key] = report.status
     if os.environ.get("NBGRADER_EXECUTION") == "validate":
         # nbgrader's Validate reads a grade cell that writes to stderr as failed,
@@ -211,7 +258,13 @@ def check_widget(exercise: Exercise, function: Callable | None):
 
     def on_click(_button) -> None:
         latest = _current_definition(exercise.function) or function
-        fresh = run_exercise(exercise, latest)
+        # seen while the checks run, and left if they never return (interrupted)
+        results.value = (
+            f"<i>Checking {html.escape(exercise.function)}() … (if this stays, "
+            "your function has not returned: interrupt the kernel, fix it and "
+            "check again)</i>"
+        )
+        fresh = _with_foundations(run_exercise(exercise, latest), siblings)
         PROGRESS[exercise.key] = fresh.status
         results.value = render_report(fresh)
         box.fallback_text = report_text(fresh)
