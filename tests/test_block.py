@@ -304,7 +304,7 @@ def test_rotary_adds_no_parameters_and_is_off_by_default():
         ),
         (
             lambda: tc.BlockConfig(D, H, rotary=True, max_len=0),
-            r"max_len: expected an int ≥ 1, got 0",
+            r"max_len: expected a positive int, got 0",
         ),
         (
             lambda: tc.BlockConfig(D, H, rotary="yes"),

@@ -369,12 +369,12 @@ def test_rotary_keeps_dtype_and_shapes_and_has_no_state():
         (
             lambda: tc.LearnedPositions(0, 8),
             ValueError,
-            r"max_len: expected an int ≥ 1, got 0",
+            r"max_len: expected a positive int, got 0",
         ),
         (
             lambda: tc.alibi_slopes(0),
             ValueError,
-            r"n_heads: expected an int ≥ 1, got 0",
+            r"n_heads: expected a positive int, got 0",
         ),
     ],
     ids=[

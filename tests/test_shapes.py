@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from transformer_course.shapes import ShapeError, expect_shape
+from transformer_course.shapes import ShapeError, expect_int, expect_shape
 
 
 def test_binds_symbols_to_sizes():
@@ -57,3 +57,23 @@ def test_ellipsis_only_first():
 
 def test_shape_error_is_a_value_error():
     assert issubclass(ShapeError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("value", "least", "message"),
+    [
+        (True, None, r"n: expected an int, got True"),
+        (2.0, None, r"n: expected an int, got 2\.0"),
+        (0, 1, r"n: expected a positive int, got 0"),
+        (-1, 0, r"n: expected an int ≥ 0, got -1"),
+        (1, 2, r"n: expected an int ≥ 2, got 1"),
+    ],
+)
+def test_expect_int_names_what_it_expected_and_got(value, least, message):
+    with pytest.raises(ValueError, match=message):
+        expect_int(value, "n", least=least)
+
+
+def test_expect_int_returns_a_good_value():
+    assert expect_int(3, "n", least=0) == 3
+    assert expect_int(-5, "n") == -5

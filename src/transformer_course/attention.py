@@ -31,7 +31,7 @@ import math
 import torch
 from torch import nn
 
-from .shapes import ShapeError, expect_shape
+from .shapes import ShapeError, expect_positive_int, expect_shape
 
 __all__ = [
     "AdditiveAttention",
@@ -95,9 +95,8 @@ def causal_mask(n_queries: int, n_keys: int | None = None, device=None) -> torch
     instead, which agrees only when N_q = N_k.)
     """
     n_keys = n_queries if n_keys is None else n_keys
-    for name, size in (("n_queries", n_queries), ("n_keys", n_keys)):
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
-            raise ValueError(f"{name}: expected a positive int, got {size!r}")
+    expect_positive_int(n_queries, "n_queries")
+    expect_positive_int(n_keys, "n_keys")
     allowed = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
     return allowed.tril(diagonal=n_keys - n_queries)  # (N_q, N_k)
 
@@ -115,8 +114,7 @@ def padding_mask(lengths, n_keys: int, device=None) -> torch.Tensor:
         lengths: B ints (a list or a 1-D integer tensor), each in 0..N_k.
         n_keys: N_k, the padded length.
     """
-    if not isinstance(n_keys, int) or isinstance(n_keys, bool) or n_keys < 1:
-        raise ValueError(f"n_keys: expected a positive int, got {n_keys!r}")
+    expect_positive_int(n_keys, "n_keys")
     lengths = torch.as_tensor(lengths, device=device)
     if (
         lengths.ndim != 1

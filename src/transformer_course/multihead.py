@@ -38,7 +38,7 @@ from .attention import (
     attention_weights,
     scaled_dot_product_attention,
 )
-from .shapes import expect_positive_int, expect_shape
+from .shapes import expect_int, expect_positive_int, expect_shape
 
 if TYPE_CHECKING:  # chapters 5 and 6; only the types are needed here
     from .kv_cache import LayerCache
@@ -160,8 +160,7 @@ class MultiHeadAttention(nn.Module):
         """
         expect_shape(x, "B N D", "x", D=self.d_model)
         _expect_tokens(x, "x", "token")
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-            raise ValueError(f"offset: expected an int ≥ 0, got {offset!r}")
+        expect_int(offset, "offset", least=0)
         if cache is not None:  # chapter 6: the new tokens follow the cached ones
             if offset:
                 raise ValueError(
@@ -321,8 +320,7 @@ def flop_count(d_model: int, n_heads: int, n_tokens: int) -> int:
     biases are ignored.
     """
     _expect_heads(d_model, n_heads)
-    if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 0:
-        raise ValueError(f"n_tokens: expected an int ≥ 0, got {n_tokens!r}")
+    expect_int(n_tokens, "n_tokens", least=0)
     return 8 * n_tokens * d_model * d_model + 4 * n_tokens * n_tokens * d_model
 
 

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .shapes import expect_int
+
 __all__ = ["SMOOTHINGS", "NGramModel", "ngram_table", "select_order"]
 
 SMOOTHINGS = ("additive", "kneser-ney")
@@ -165,14 +167,8 @@ class NGramModel:
         discount: float | None = None,
         held_out_fraction: float = 0.1,
     ):
-        if not isinstance(order, int) or isinstance(order, bool) or order < 0:
-            raise ValueError(f"order: expected an int ≥ 0, got {order!r}")
-        if (
-            not isinstance(vocab_size, int)
-            or isinstance(vocab_size, bool)
-            or vocab_size < 1
-        ):
-            raise ValueError(f"vocab_size: expected a positive int, got {vocab_size!r}")
+        expect_int(order, "order", least=0)
+        expect_int(vocab_size, "vocab_size", least=1)
         if smoothing not in SMOOTHINGS:
             raise ValueError(
                 f"smoothing: expected one of {list(SMOOTHINGS)}, got {smoothing!r}"

@@ -36,7 +36,7 @@ import math
 import torch
 from torch import nn
 
-from .shapes import ShapeError, expect_shape
+from .shapes import ShapeError, expect_int, expect_shape
 
 __all__ = [
     "LearnedPositions",
@@ -50,11 +50,6 @@ __all__ = [
     "sinusoidal_positions",
     "sinusoidal_shift_matrix",
 ]
-
-
-def _expect_int(value: object, name: str, least: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise ValueError(f"{name}: expected an int ≥ {least}, got {value!r}")
 
 
 def _expect_even(value: object, name: str, why: str) -> None:
@@ -101,10 +96,10 @@ def position_angles(
     Returns:
         (N, width/2) float64.
     """
-    _expect_int(n_tokens, "n_tokens", 0)
+    expect_int(n_tokens, "n_tokens", least=0)
     _expect_even(width, "width", "features come in (sin, cos) pairs")
     _expect_base(base)
-    _expect_int(offset, "offset", 0)
+    expect_int(offset, "offset", least=0)
     n = torch.arange(offset, offset + n_tokens, dtype=torch.float64, device=device)
     two_k = torch.arange(0, width, 2, dtype=torch.float64, device=device)  # 2k
     return n[:, None] / base ** (two_k / width)  # (N, width/2): n / base^(2k/D)
@@ -171,8 +166,7 @@ def sinusoidal_shift_matrix(
     Returns:
         (D, D) block-diagonal rotation.
     """
-    if not isinstance(shift, int) or isinstance(shift, bool):
-        raise ValueError(f"shift: expected an int, got {shift!r}")
+    expect_int(shift, "shift")
     _expect_even(d_model, "d_model", "features come in (sin, cos) pairs")
     _expect_base(base)
     two_k = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)
@@ -235,16 +229,16 @@ class LearnedPositions(nn.Module):
 
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
-        _expect_int(max_len, "max_len", 1)
-        _expect_int(d_model, "d_model", 1)
+        expect_int(max_len, "max_len", least=1)
+        expect_int(d_model, "d_model", least=1)
         self.max_len, self.d_model = max_len, d_model
         self.weight = nn.Parameter(torch.empty(max_len, d_model))  # E, one row per n
         nn.init.normal_(self.weight, std=0.02)
 
     def positions(self, n_tokens: int, offset: int = 0) -> torch.Tensor:
         """Rows offset ... offset + N − 1 of the table: (N, D)."""
-        _expect_int(n_tokens, "n_tokens", 0)
-        _expect_int(offset, "offset", 0)
+        expect_int(n_tokens, "n_tokens", least=0)
+        expect_int(offset, "offset", least=0)
         _expect_fits(n_tokens, offset, self.max_len)
         return self.weight[offset : offset + n_tokens]  # (N, D)
 
@@ -342,14 +336,14 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         _expect_even(head_dim, "head_dim", "features are rotated in pairs")
         if max_len is not None:
-            _expect_int(max_len, "max_len", 1)
+            expect_int(max_len, "max_len", least=1)
         _expect_base(base)
         self.head_dim, self.max_len, self.base = head_dim, max_len, base
 
     def angles(self, n_tokens: int, offset: int = 0, device=None) -> torch.Tensor:
         """(N, d/2) float64 angles of positions offset ... offset + N − 1."""
-        _expect_int(n_tokens, "n_tokens", 0)
-        _expect_int(offset, "offset", 0)
+        expect_int(n_tokens, "n_tokens", least=0)
+        expect_int(offset, "offset", least=0)
         _expect_fits(n_tokens, offset, self.max_len)
         return position_angles(n_tokens, self.head_dim, self.base, offset, device)
 
@@ -381,7 +375,7 @@ def alibi_slopes(
     Returns:
         (H,) slopes, largest first; dtype default ``torch.get_default_dtype()``.
     """
-    _expect_int(n_heads, "n_heads", 1)
+    expect_int(n_heads, "n_heads", least=1)
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
@@ -419,8 +413,8 @@ def alibi_bias(
         (H, N_q, N_k) float bias, 0 on the diagonal, negative elsewhere.
     """
     n_keys = n_queries if n_keys is None else n_keys
-    _expect_int(n_queries, "n_queries", 1)
-    _expect_int(n_keys, "n_keys", 1)
+    expect_int(n_queries, "n_queries", least=1)
+    expect_int(n_keys, "n_keys", least=1)
     slopes = alibi_slopes(n_heads, torch.float64, device)  # (H,)
     i = torch.arange(n_queries, dtype=torch.float64, device=device) + n_keys - n_queries
     j = torch.arange(n_keys, dtype=torch.float64, device=device)

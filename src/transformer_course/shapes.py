@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import torch
 
-__all__ = ["ShapeError", "expect_positive_int", "expect_shape"]
+__all__ = ["ShapeError", "expect_int", "expect_positive_int", "expect_shape"]
 
 
 class ShapeError(ValueError):
@@ -98,7 +98,25 @@ def expect_shape(
     return bound
 
 
-def expect_positive_int(value: object, name: str) -> None:
-    """Raise ValueError naming ``name`` unless ``value`` is an int ≥ 1 (not a bool)."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+def expect_int(value: object, name: str, least: int | None = None) -> int:
+    """``value``, if it is an int (not a bool) of at least ``least``; else a
+    ValueError naming ``name``, what was expected and what was given."""
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or (least is not None and value < least)
+    ):
+        wanted = (
+            "an int"
+            if least is None
+            else "a positive int"
+            if least == 1
+            else f"an int ≥ {least}"
+        )
+        raise ValueError(f"{name}: expected {wanted}, got {value!r}")
+    return value
+
+
+def expect_positive_int(value: object, name: str) -> int:
+    """``value``, if it is an int ≥ 1 (not a bool); else a ValueError naming ``name``."""
+    return expect_int(value, name, least=1)

@@ -38,7 +38,7 @@ from .block import BlockConfig, BlockStack
 from .block import flop_count as block_flop_count
 from .data import Digits
 from .positions import LearnedPositions
-from .shapes import ShapeError, expect_positive_int, expect_shape
+from .shapes import ShapeError, expect_int, expect_positive_int, expect_shape
 from .tokens import patchify
 from .train import History, TrainConfig, cross_entropy_loss, fit, tensor_batches
 
@@ -385,8 +385,7 @@ def random_shifts(
     which a CNN's convolutions know from their structure and a ViT must learn.
     """
     dims = expect_shape(images, "B C H W", "images")
-    if not isinstance(max_shift, int) or isinstance(max_shift, bool) or max_shift < 0:
-        raise ValueError(f"max_shift: expected an int ≥ 0, got {max_shift!r}")
+    expect_int(max_shift, "max_shift", least=0)
     if max_shift == 0:
         return images
     B, C, H, W, s = dims["B"], dims["C"], dims["H"], dims["W"], max_shift
