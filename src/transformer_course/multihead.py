@@ -158,45 +158,72 @@ class MultiHeadAttention(nn.Module):
         and ``is_causal`` aligns bottom-right), and rotary positions continue
         at L, the number of tokens it held (``offset`` must then be 0).
         """
-        expect_shape(x, "B N D", "x", D=self.d_model)
-        _expect_tokens(x, "x", "token")
-        expect_int(offset, "offset", least=0)
-        if cache is not None:  # chapter 6: the new tokens follow the cached ones
-            if offset:
-                raise ValueError(
-                    f"offset: with a cache, positions continue from the "
-                    f"{cache.length} tokens it holds; expected offset=0, got {offset}"
-                )
-            offset = cache.length
-        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # 3 × (B, N, D)
-        q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # 3 × (B, H, N, d)
+        offset = self._checked_offset(x, offset, cache)
+        q, k, v = self.project(x)  # 3 × (B, H, N, d)
         if self.rotary is not None:  # chapter 5: turn q and k by position, not v
             q, k = self.rotary(q, k, offset)  # 2 × (B, H, N, d)
-        if cache is not None:
-            k, v = cache.append(k, v)  # 2 × (B, H, L + N, d): earlier tokens too
+        if cache is not None:  # chapter 6: the tokens before x, and x appended
+            k, v = cache.append(k, v)  # 2 × (B, H, L + N, d)
+        heads, weights = self.attend(q, k, v, mask, is_causal, need_weights)
+        out = self.out_proj(merge_heads(heads))  # (B, N, D)
+        return (out, weights) if need_weights else out
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """x (B, N, D) -> q, k, v, each (B, H, N, d): one product for all heads."""
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)  # 3 × (B, N, D)
+        return tuple(split_heads(t, self.n_heads) for t in (q, k, v))
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Every head's attention: q (B, H, N_q, d), k and v (B, H, N_k, d) ->
+        (B, H, N_q, d), and the weights (B, H, N_q, N_k) with ``need_weights``.
+
+        With ``need_weights``, chapter 2's teaching path, whose softmax is
+        written out; otherwise PyTorch's fused kernel, on the same mask
+        (:func:`~transformer_course.attention.attention_mask`).
+        """
+        dropout = self.dropout if self.training else 0.0
         if need_weights:  # teaching path: explicit softmax, returns the weights
             heads, weights = scaled_dot_product_attention(
                 q, k, v, mask=mask, is_causal=is_causal, return_weights=True
-            )  # (B, H, N, d), (B, H, N, N)
-            if self.training and self.dropout > 0:
-                weights = F.dropout(weights, self.dropout)
+            )  # (B, H, N_q, d), (B, H, N_q, N_k)
+            if dropout > 0:
+                weights = F.dropout(weights, dropout)
                 heads = weights @ v
-        else:  # fast path: PyTorch's fused kernel, on the teaching path's mask
-            # torch's is_causal aligns top-left: right only for N_q = N_k, no mask
-            torch_causal = is_causal and mask is None and q.shape[-2] == k.shape[-2]
-            if not torch_causal:
-                scores_shape = (*q.shape[:-1], k.shape[-2])  # (B, H, N_q, N_k)
-                mask = attention_mask(scores_shape, mask, is_causal, q.dtype, q.device)
-            heads = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=None if torch_causal else mask,
-                is_causal=torch_causal,
-                dropout_p=self.dropout if self.training else 0.0,
-            )  # (B, H, N, d)
-        out = self.out_proj(merge_heads(heads))  # (B, N, D)
-        return (out, weights) if need_weights else out
+            return heads, weights
+        # torch's is_causal aligns top-left: right only for N_q = N_k and no mask
+        torch_causal = is_causal and mask is None and q.shape[-2] == k.shape[-2]
+        if not torch_causal:
+            scores_shape = (*q.shape[:-1], k.shape[-2])  # (B, H, N_q, N_k)
+            mask = attention_mask(scores_shape, mask, is_causal, q.dtype, q.device)
+        heads = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=torch_causal, dropout_p=dropout
+        )  # (B, H, N_q, d)
+        return heads, None
+
+    def _checked_offset(
+        self, x: torch.Tensor, offset: int, cache: LayerCache | None
+    ) -> int:
+        """Check x and ``offset``; the position of x's first token (a cache's
+        length when there is one)."""
+        expect_shape(x, "B N D", "x", D=self.d_model)
+        _expect_tokens(x, "x", "token")
+        expect_int(offset, "offset", least=0)
+        if cache is None:
+            return offset
+        if offset:
+            raise ValueError(
+                f"offset: with a cache, positions continue from the "
+                f"{cache.length} tokens it holds; expected offset=0, got {offset}"
+            )
+        return cache.length
 
 
 def minimal_forward(
