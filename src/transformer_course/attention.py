@@ -292,8 +292,8 @@ def scaled_dot_product_attention(
         ``is_causal`` here matches ``attn_mask=causal_lower_right(N_q, N_k)``
         there. A query allowed no key outputs zeros.
     """
-    dims = _expect_queries_and_keys(q, k)
-    expect_shape(v, "... M e", "v", M=dims["M"])
+    weights = attention_weights(q, k, mask=mask, scale=scale, is_causal=is_causal)
+    expect_shape(v, "... M e", "v", M=k.shape[-2])  # q and k: checked just above
     if v.dtype != q.dtype:
         raise TypeError(f"v: expected dtype {q.dtype} like q and k, got {v.dtype}")
     try:
@@ -303,7 +303,6 @@ def scaled_dot_product_attention(
             f"q, k, v: expected batch dimensions that broadcast, got q "
             f"{tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)}"
         ) from None
-    weights = attention_weights(q, k, mask=mask, scale=scale, is_causal=is_causal)
     out = weights @ v  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)
     return (out, weights) if return_weights else out
 
