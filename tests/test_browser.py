@@ -374,7 +374,8 @@ LAYOUT = """() => {
   const found = {equations: 0, clipped_equations: [], scrolled_equations: [],
                  double_numbers: [],
                  code: 0, scrolled_code: [], clipped_code: [], tables: 0,
-                 clipped_tables: [], wide_images: [], broken_names: []};
+                 clipped_tables: [], wide_images: [], broken_names: [],
+                 wide_inline_math: []};
   for (const math of article.querySelectorAll("mjx-container[display='true']")) {
     found.equations += 1;
     const inner = math.firstElementChild.getBoundingClientRect();
@@ -403,6 +404,13 @@ LAYOUT = """() => {
     found.tables += 1;
     if ((wider(table) || outside(table.getBoundingClientRect())) && !ownScrollBox(table)) {
       found.clipped_tables.push(label(table));
+    }
+  }
+  // inline math cannot break over lines, and the theme hides what overflows:
+  // one wider than the column is cut off (a long one belongs in a display)
+  for (const math of article.querySelectorAll("mjx-container:not([display='true'])")) {
+    if (math.getBoundingClientRect().width > column.width + 1) {
+      found.wide_inline_math.push(label(math));
     }
   }
   // a name in a table breaks only at a <wbr> (course.js): no piece of it
@@ -467,9 +475,9 @@ def layouts(browser, server):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_nothing_is_cut_off_at_any_width(layouts, width):
     """No equation, table, image or code line lost off the column's edge: each
-    fits, or scrolls inside its own box; one number per equation; a name in a
-    table broken only after a dot or an underscore or inside CamelCase; the page
-    itself never scrolls sideways."""
+    fits, or scrolls inside its own box; one number per equation; no inline
+    formula wider than the column; a name in a table broken only after a dot or
+    an underscore or inside CamelCase; the page itself never scrolls sideways."""
     problems = {}
     for (name, at), found in layouts.items():
         if at != width:
@@ -483,6 +491,7 @@ def test_nothing_is_cut_off_at_any_width(layouts, width):
                 "clipped_tables",
                 "wide_images",
                 "broken_names",
+                "wide_inline_math",
             )
             if found[key]
         }
