@@ -407,9 +407,11 @@ LAYOUT = """() => {
     }
   }
   // inline math cannot break over lines, and the theme hides what overflows:
-  // one wider than the column is cut off (a long one belongs in a display)
+  // one wider than the column, or past its edge, is cut off (a long one
+  // belongs in a display)
   for (const math of article.querySelectorAll("mjx-container:not([display='true'])")) {
-    if (math.getBoundingClientRect().width > column.width + 1) {
+    const box = math.getBoundingClientRect();
+    if ((box.width > column.width + 1 || outside(box)) && !ownScrollBox(math)) {
       found.wide_inline_math.push(label(math));
     }
   }
