@@ -349,6 +349,18 @@ def test_quizzes_answer_clicks_without_a_kernel(browser, server, name):
                 path=SCREENSHOTS / f"{name.replace('/', '-')}.{key}.png",
                 animations="disabled",
             )
+        # the progress table follows the quizzes answered on the page: each
+        # passed on its second try; the code exercises need a kernel
+        for key in keys:
+            row = visit.page.locator(f'tr[data-tc-progress="{key}"]').first
+            expect_text(row, "passed, on try 2")
+        table = visit.page.locator("table.tc-progress").first
+        total = table.locator("tr[data-tc-progress]").count()
+        assert total > len(keys)  # the code exercises are listed too
+        expect_text(
+            visit.page.locator(".tc-progress-head").first,
+            f"Progress: {len(keys)} of {total} passed.",
+        )
         assert not visit.js_errors, visit.js_errors
     finally:
         visit.close()

@@ -176,6 +176,31 @@ _SCRIPT = """\
       var scale = Math.max(Math.abs(value), Math.abs(data.answer));
       return {pass: gap <= Math.max(data.rel_tol * scale, 1e-12)};
     };
+    // the notebook's progress table, where the page has one: this quiz's row
+    // and the count follow what was answered on the page
+    var showProgress = function (form) {
+      var key = form.getAttribute("data-quiz");
+      var passedTry = form.getAttribute("data-passed-try");
+      var status = passedTry ? "passed" : "failed";
+      var said = !passedTry ? "failed"
+        : passedTry === "1" ? "passed, on the first try" : "passed, on try " + passedTry;
+      var rows = document.querySelectorAll("tr[data-tc-progress]");
+      for (var i = 0; i < rows.length; i++) {
+        var row = rows[i];
+        if (row.getAttribute("data-tc-progress") !== key) continue;
+        var table = row.closest("table");
+        var cells = row.querySelectorAll("td");
+        cells[0].innerHTML = table.getAttribute("data-icon-" + status);
+        cells[2].textContent = said;
+        row.setAttribute("data-status", status);
+        var head = table.previousElementSibling;
+        if (head && head.classList.contains("tc-progress-head")) {
+          var all = table.querySelectorAll("tr[data-tc-progress]").length;
+          var done = table.querySelectorAll('tr[data-status="passed"]').length;
+          head.textContent = "Progress: " + done + " of " + all + " passed.";
+        }
+      }
+    };
     var submit = function (event) {
       event.preventDefault();
       var form = event.currentTarget, data = decode(form);
@@ -200,6 +225,10 @@ _SCRIPT = """\
       }
       feedback.appendChild(verdict);
       if (!result.pass) feedback.appendChild(document.createTextNode(" " + data.again));
+      if (result.pass && !form.getAttribute("data-passed-try")) {
+        form.setAttribute("data-passed-try", String(tries));
+      }
+      showProgress(form);
       feedback.classList.add(result.pass ? "tc-quiz-pass" : "tc-quiz-fail");
       var body = details.querySelector(".tc-quiz-explanation");
       body.textContent = data.explanation;

@@ -615,14 +615,23 @@ def progress_widget(
     """A summary of which exercises and quizzes of this notebook pass (for a
     quiz, whether on the first try)."""
     titles = list(titles) if titles is not None else list(keys)
+    # each row names its key and status, and the table carries the icons, so
+    # that on the book's static page a quiz answered there updates its row and
+    # the count (quiz_html's script)
     rows = "".join(
-        f"<tr><td>{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), _ICONS['failed'])}"
+        f'<tr data-tc-progress="{html.escape(key)}" '
+        f'data-status="{html.escape(PROGRESS.get(key, NOT_ATTEMPTED))}">'
+        f"<td>{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), _ICONS['failed'])}"
         f'</td><td title="{html.escape(title)}">{html.escape(_shortened(title))}</td>'
         f"<td>{html.escape(_status(key))}</td></tr>"
         for key, title in zip(keys, titles, strict=True)
     )
     done = sum(PROGRESS.get(key) == PASSED for key in keys)
-    table = f"<b>Progress: {done} of {len(keys)} passed.</b><table>{rows}</table>"
+    table = (
+        f'<b class="tc-progress-head">Progress: {done} of {len(keys)} passed.</b>'
+        f'<table class="tc-progress" data-icon-passed="{html.escape(_ICONS[PASSED])}" '
+        f'data-icon-failed="{html.escape(_ICONS["failed"])}">{rows}</table>'
+    )
     box = ProgressBox(table)
     box.fallback_html = table + NEEDS_KERNEL
     box.fallback_text = f"Progress: {done} of {len(keys)} passed.\n" + "\n".join(
