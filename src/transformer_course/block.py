@@ -209,24 +209,15 @@ class Block(nn.Module):
         ``cache`` holds the keys and values of earlier tokens (chapter 6).
         """
         expect_shape(x, "B N D", "x", D=self.config.d_model)
+        skip = 1.0 if self.config.residual else 0.0  # 0: chapter 4's experiment
         where = {"mask": mask, "is_causal": is_causal, "offset": offset, "cache": cache}
-        if not self.config.residual:  # chapter 4's experiment: no skip connections
-            return self._without_residuals(x, where)
         if self.config.norm_first:  # pre-norm: Turner fig. 7, Xiong et al.
-            x = x + self.attend(self.norm_1(x), **where)
-            x = x + self.mlp(self.norm_2(x))
+            x = skip * x + self.attend(self.norm_1(x), **where)
+            x = skip * x + self.mlp(self.norm_2(x))
         else:  # post-norm: "Add & Normalize" after each branch
-            x = self.norm_1(x + self.attend(x, **where))
-            x = self.norm_2(x + self.mlp(x))
+            x = self.norm_1(skip * x + self.attend(x, **where))
+            x = self.norm_2(skip * x + self.mlp(x))
         return x
-
-    def _without_residuals(self, x, where):
-        """The block with both ``x +`` removed: each stage replaces its input."""
-        if self.config.norm_first:
-            x = self.attend(self.norm_1(x), **where)
-            return self.mlp(self.norm_2(x))
-        x = self.norm_1(self.attend(x, **where))
-        return self.norm_2(self.mlp(x))
 
     def attend(
         self,
