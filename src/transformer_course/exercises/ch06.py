@@ -96,10 +96,22 @@ def _mask_cases():
 
 
 def _judge_mask(cases, outcomes):
+    # a single token (N = 1) cannot tell "the diagonal masked" from "the past
+    # masked" (both leave it nothing to see): diagnose the longer cases first
+    single = []
     for (scores,), got in each_value(cases, outcomes):
-        want = causal_weights(scores)
-        if _close(got, want):
-            continue
+        if scores.shape[-1] == 1:
+            single.append((scores, got))
+        else:
+            _diagnose_mask(scores, got)
+    for scores, got in single:
+        _diagnose_mask(scores, got)
+
+
+def _diagnose_mask(scores, got):
+    """Nothing if ``got`` is right for ``scores``, else Failed with the hint."""
+    want = causal_weights(scores)
+    if not _close(got, want):
         if got.shape != scores.shape:
             raise Failed(
                 f"The weights have the scores' shape (..., N, N) = "
