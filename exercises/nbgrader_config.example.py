@@ -27,3 +27,8 @@ c.LateSubmissionPlugin.penalty_method = "zero"
 # The stub nbgrader puts where a solution was: the course's checks recognise
 # a stub that raises NotImplementedError and report "not attempted".
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+
+# `nbgrader export` writes grades.csv as nbgrader does, and warns when points
+# changed in the source notebook since the class was graded (scores on the old
+# scale): grade the class again before exporting
+c.ExportApp.plugin_class = "transformer_course.gradebook.CheckedCsvExport"

@@ -251,6 +251,54 @@ def test_a_crashing_function_gets_the_exception_as_hint():
     assert "IndexError" in report.first_hint
 
 
+LOOPS = """
+def merge_pair(ids, pair, new_id):
+    while True:
+        try:
+            pass
+        except Exception:  # a learner's own handler does not keep it going
+            pass
+"""
+
+
+def test_checks_stop_a_function_that_never_returns(monkeypatch, solutions):
+    import signal
+    import time
+
+    monkeypatch.setattr(core, "CHECK_SECONDS", 0.3)
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    report = core.run_exercise(EXERCISES["merge_pair"], fn(LOOPS, "merge_pair"))
+    assert time.monotonic() - started < 10
+    assert report.status == "failed" and report.score == 0
+    assert "did not return within 0.3 s" in report.note
+    assert "grader stops it at the same limit" in report.note
+    assert not any(r.passed for r in report.results)
+    assert signal.getsignal(signal.SIGALRM) is before  # the kernel's, back
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # nothing pending
+    # the widget says so too, in its table and in its plain-text fallback
+    box = widgets.check_widget(EXERCISES["merge_pair"], fn(LOOPS, "merge_pair"))
+    assert "did not return within 0.3 s" in box.children[0].value
+    # an answer that returns is judged as before, and leaves no timer behind
+    right = core.run_exercise(EXERCISES["merge_pair"], solutions["merge_pair"])
+    assert right.status == "passed"
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_the_notebook_waits_as_long_as_the_grader(capsys):
+    import inspect
+
+    from transformer_course import grade, gradebook
+
+    for function in (grade.grade_notebook, gradebook.grade_class):
+        default = inspect.signature(function).parameters["timeout"].default
+        assert default == core.CHECK_SECONDS
+    for module in (grade, gradebook):
+        with pytest.raises(SystemExit):
+            module.main(["--help"])
+        assert f"seconds per cell ({core.CHECK_SECONDS:g})" in capsys.readouterr().out
+
+
 def test_a_wrong_return_type_is_a_failure_not_a_crash():
     report = core.run_exercise(EXERCISES["embed_one_hot"], lambda ids, table: None)
     assert report.score == 0

@@ -348,7 +348,9 @@ def test_a_class_graded_as_the_readme_says(course):
     ).is_file()
 
     # nbgrader's export reads the same gradebook, late penalty included
-    nbgrader(course, "export")
+    export = nbgrader(course, "export")
+    assert "CheckedCsvExport" in export.stderr  # the example config's exporter
+    assert "changed since the class was graded" not in export.stderr
     exported = {
         r["student_id"]: r for r in csv.DictReader((course / "grades.csv").open())
     }
@@ -401,6 +403,12 @@ def test_a_class_graded_as_the_readme_says(course):
     assert refused.returncode == 2
     assert "patchify: 99 -> " in refused.stderr
     assert "--csv" not in refused.stderr
+    # and nbgrader's export warns that the scores are on the old scale
+    export = nbgrader(course, "export")
+    assert "patchify: 99 -> 4 changed since the class was graded" in " ".join(
+        export.stderr.split()
+    )
+    assert "python -m transformer_course.gradebook ch01" in export.stderr
     record_path.write_text(kept)
 
     # a typo in --student is refused: it would add a student to the gradebook
@@ -451,6 +459,7 @@ def test_the_example_config_is_complete():
         "Exchange.root",
         "LateSubmissionPlugin.penalty_method",
         "ClearSolutions.code_stub",
+        "ExportApp.plugin_class",
     ):
         assert f"c.{setting}" in text, setting
     namespace = {"get_config": lambda: _Anything()}

@@ -51,6 +51,7 @@ import nbformat
 
 from .exercises import CHAPTERS
 from .exercises.core import (
+    CHECK_SECONDS,
     Exercise,
     foundations_note,
     outcome_from_dict,
@@ -776,7 +777,7 @@ def _small(value: object, limit: int = 10_000) -> bool:
 def grade_notebook(
     path: Path | str,
     chapter: int | None = None,
-    timeout: float = 30.0,
+    timeout: float = CHECK_SECONDS,
     only: Sequence[str] | None = None,
     sandbox: Sandbox | None = None,
     unsafe: bool = False,
@@ -863,7 +864,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the chapter (default: from the file name, else the notebook's metadata)",
     )
     parser.add_argument(
-        "--timeout", type=positive_seconds, default=30.0, help="seconds per cell (30)"
+        "--timeout",
+        type=positive_seconds,
+        default=CHECK_SECONDS,
+        help=f"seconds per cell ({CHECK_SECONDS:g})",
     )
     parser.add_argument(
         "--source",

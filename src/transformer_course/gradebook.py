@@ -60,6 +60,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import nbformat
+from nbgrader.plugins.export import CsvExportPlugin
 
 from .grade import (
     NOT_GRADED,
@@ -72,6 +73,7 @@ from .grade import (
     read_submission,
     write_text_atomically,
 )
+from .exercises.core import CHECK_SECONDS
 from .sandbox import Sandbox, SandboxUnavailable
 
 __all__ = ["ClassRow", "CourseSettings", "course_settings", "grade_class", "main"]
@@ -210,7 +212,7 @@ def grade_class(
     course: Path | str | None = None,
     db_url: str | None = None,
     students: list[str] | None = None,
-    timeout: float = 30.0,
+    timeout: float = CHECK_SECONDS,
     unsafe: bool = False,
     log=print,
 ) -> list[ClassRow]:
@@ -847,15 +849,19 @@ def current_points(
     settings = course_settings(course, db_url)
     with _quiet(), Gradebook(settings.db_url, settings.course_id) as gradebook:
         try:
-            notebooks = gradebook.find_assignment(assignment).notebooks
+            return points_in(gradebook, assignment)
         except MissingEntry:
             return {}
-        return {
-            (nb.name, _exercise_of(cell.name)): float(cell.max_score)
-            for nb in notebooks
-            for cell in nb.grade_cells
-            if cell.cell_type == "code"
-        }
+
+
+def points_in(gradebook, assignment: str) -> dict[tuple[str, str], float]:
+    """(notebook, exercise) -> points, from an open nbgrader ``Gradebook``."""
+    return {
+        (nb.name, _exercise_of(cell.name)): float(cell.max_score)
+        for nb in gradebook.find_assignment(assignment).notebooks
+        for cell in nb.grade_cells
+        if cell.cell_type == "code"
+    }
 
 
 def points_changed(
@@ -941,6 +947,40 @@ def record_points(
     for student in students:
         scales[student] = {_points_key(k): v for k, v in sorted(points.items())}
     write_text_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def stale_points_warning(root: Path, assignment: str, points) -> str:
+    """A warning when some students of ``assignment`` were last graded on other
+    points than ``points`` (the gradebook's now), else ""."""
+    changed = recorded_points_changed(root / POINTS_RECORD, assignment, points, ())
+    if not changed:
+        return ""
+    return (
+        f"{assignment}: the points of {', '.join(changed)} changed since the class "
+        "was graded, so the gradebook's scores are on the old scale. Grade the "
+        f"class again first: python -m transformer_course.gradebook {assignment}"
+    )
+
+
+class CheckedCsvExport(CsvExportPlugin):
+    """``nbgrader export`` as nbgrader writes it (``grades.csv``), with a warning
+    for each assignment whose points changed since the class was graded.
+
+    Named in ``nbgrader_config.py``: ``c.ExportApp.plugin_class =
+    "transformer_course.gradebook.CheckedCsvExport"``.
+    """
+
+    def export(self, gradebook) -> None:
+        root = Path(self.parent.coursedir.root)
+        for assignment in gradebook.assignments:
+            if self.assignment and assignment.name not in map(str, self.assignment):
+                continue
+            warning = stale_points_warning(
+                root, assignment.name, points_in(gradebook, assignment.name)
+            )
+            if warning:
+                self.log.warning(warning)
+        super().export(gradebook)
 
 
 def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
@@ -1125,7 +1165,10 @@ def main(argv: list[str] | None = None) -> int:
         "--student", action="append", help="grade only this student (repeatable)"
     )
     parser.add_argument(
-        "--timeout", type=positive_seconds, default=30.0, help="seconds per cell (30)"
+        "--timeout",
+        type=positive_seconds,
+        default=CHECK_SECONDS,
+        help=f"seconds per cell ({CHECK_SECONDS:g})",
     )
     parser.add_argument(
         "--unsafe",

@@ -44,9 +44,12 @@ Used by every exercise notebook (exercises/NN_topic.ipynb) through
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import os
 import re
+import signal
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -580,13 +583,76 @@ def judge_outcomes(
     return CheckResult(check.name, True, "", check.kind, check.weight)
 
 
+#: How long an exercise's checks may run in the notebook: the grader's default
+#: ``--timeout``, which its sandbox gives the same calls (0 points past it).
+CHECK_SECONDS = 30.0
+
+
+class CheckTimeout(BaseException):
+    """Raised in the learner's function when the checks pass :data:`CHECK_SECONDS`
+    (a BaseException, so that the function's own ``except Exception`` lets it by)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Raise :class:`CheckTimeout` in the code run inside, ``seconds`` from now.
+
+    A timer signal, so only where one exists (not on Windows) and in the main
+    thread (where a kernel runs cells and widget callbacks); elsewhere it waits.
+    """
+    if not hasattr(signal, "setitimer") or (
+        threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    armed = [True]
+
+    def ring(_signum, _frame):
+        if armed[0]:
+            armed[0] = False
+            raise CheckTimeout
+
+    previous = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        armed[0] = False  # a ring from here on does nothing
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def timed_out(exercise: Exercise, seconds: float) -> Report:
+    """The report of checks stopped after ``seconds``: every check failed, as in
+    the grader (its status "timeout", 0 points)."""
+    hint = f"stopped: no result within {seconds:g} s"
+    results = tuple(
+        CheckResult(c.name, False, hint, c.kind, c.weight) for c in exercise.checks
+    )
+    results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
+    note = (
+        f"Your {exercise.function}() did not return within {seconds:g} s on the "
+        "checks' inputs, and the grader stops it at the same limit (0 points). "
+        "Look for a loop that never ends, or a step much slower than it needs to be."
+    )
+    return Report(exercise, FAILED, results, note)
+
+
 def run_exercise(exercise: Exercise, function: Callable | None) -> Report:
-    """Both phases, in this process: the notebook's instant feedback."""
+    """Both phases, in this process: the notebook's instant feedback.
+
+    The calls stop after :data:`CHECK_SECONDS`, as the grader's do.
+    """
     if function is None:
         return Report(exercise, NOT_ATTEMPTED)
     case_lists = [check.cases() for check in exercise.checks]
     loaded = as_the_grader_loads(case_lists)
-    raw = [runner.call_cases(function, cases, exercise.forbidden) for cases in loaded]
+    seconds = CHECK_SECONDS
+    try:
+        with deadline(seconds):
+            raw = [runner.call_cases(function, c, exercise.forbidden) for c in loaded]
+    except CheckTimeout:
+        return timed_out(exercise, seconds)
     try:  # the trip the grader's results take out of its sandbox
         raw = runner.decode_result(runner.encode_result(raw))
     except runner.WireError as err:

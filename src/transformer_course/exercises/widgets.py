@@ -33,6 +33,7 @@ import ipywidgets as widgets
 
 from . import quiz_html
 from .core import (
+    CHECK_SECONDS,
     FAILED,
     NOT_ATTEMPTED,
     PASSED,
@@ -260,9 +261,8 @@ def check_widget(
         latest = _current_definition(exercise.function) or function
         # seen while the checks run, and left if they never return (interrupted)
         results.value = (
-            f"<i>Checking {html.escape(exercise.function)}() … (if this stays, "
-            "your function has not returned: interrupt the kernel, fix it and "
-            "check again)</i>"
+            f"<i>Checking {html.escape(exercise.function)}() … (stopped after "
+            f"{CHECK_SECONDS:g} s if it has not returned)</i>"
         )
         fresh = _with_foundations(run_exercise(exercise, latest), siblings)
         PROGRESS[exercise.key] = fresh.status
