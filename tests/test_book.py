@@ -242,6 +242,28 @@ def test_every_figure_says_what_it_shows(site):
     assert figures >= 40
 
 
+def test_figures_inside_widgets_say_what_they_show(site):
+    """A figure drawn in a widget (chapter 2's temperature slider) lives in the
+    page's saved widget state, out of reach of the cell's alt metadata: it is an
+    HTML image with its own alt text (``tc.plotting.show_figure``), never a bare PNG."""
+    described = 0
+    for page in sorted((site / "book").glob("*.html")):
+        for state in re.findall(
+            r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>',
+            page.read_text(encoding="utf-8"),
+            re.S,
+        ):
+            for model in json.loads(state)["state"].values():
+                for output in model.get("state", {}).get("outputs", []):
+                    data = output.get("data", {})
+                    assert "image/png" not in data, page.name
+                    for tag in re.findall(r"<img [^>]*>", data.get("text/html", "")):
+                        alt = re.search(r'alt="([^"]*)"', tag)
+                        assert alt and len(alt.group(1).split()) >= 5, page.name
+                        described += 1
+    assert described >= 1
+
+
 def test_the_first_page_maps_the_model_and_every_chapter_points_to_it(site):
     """Issue 23: the book opens with a picture of the whole model, whose boxes
     link to the chapters that build them, and each chapter opens with a link

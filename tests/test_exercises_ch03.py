@@ -30,15 +30,23 @@ MISTAKES = [
     (
         "multihead_forward",
         HELPERS
-        + "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv.T).chunk(3, -1)\n"
+        + "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv).chunk(3, -1)\n"
         "    q, k, v = (split_heads(t, h) for t in (q, k, v))\n"
-        "    w = torch.softmax(q @ k.transpose(-2, -1) / x.shape[-1] ** 0.5, -1)\n    return merge_heads(w @ v) @ W_o.T",
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / x.shape[-1] ** 0.5, -1)\n    return merge_heads(w @ v) @ W_o",
         "d = D/H",
+    ),
+    (  # nn.Linear's layout for the output weights
+        "multihead_forward",
+        HELPERS
+        + "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv).chunk(3, -1)\n"
+        "    q, k, v = (split_heads(t, h) for t in (q, k, v))\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1)\n    return merge_heads(w @ v) @ W_o.T",
+        "heads W_o, not W_oᵀ",
     ),
     (
         "multihead_forward",
-        "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv.T).chunk(3, -1)\n"
-        "    w = torch.softmax(q @ k.transpose(-2, -1) / x.shape[-1] ** 0.5, -1)\n    return w @ v @ W_o.T",
+        "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv).chunk(3, -1)\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / x.shape[-1] ** 0.5, -1)\n    return w @ v @ W_o",
         "Split q, k and v into heads",
     ),
     (

@@ -1,3 +1,5 @@
+import re
+
 import matplotlib as mpl
 
 mpl.use("Agg")
@@ -310,3 +312,29 @@ def test_loss_curves_of_several_runs_keep_the_legend_off_the_curves():
     box = legend.get_window_extent()
     assert box.x0 >= ax.get_window_extent().x1  # beside the axes, not over them
     plt.close("all")
+
+
+def test_show_figure_gives_the_image_its_alt_text(monkeypatch):
+    import base64
+    import html
+    import io
+
+    import IPython.display
+    from PIL import Image
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    fig, ax = plt.subplots(figsize=(4.0, 2.0), dpi=100)
+    ax.plot([0, 1], [1, 0])
+    plotting.show_figure(fig, 'A falling line, from "one" to zero.')
+    assert not plt.fignum_exists(fig.number)  # closed: not shown a second time
+    [output] = shown
+    tag = output.data
+    assert 'alt="A falling line, from &quot;one&quot; to zero."' in tag
+    assert 'width="400"' in tag  # the figure's size in CSS pixels
+    data = re.search(r'src="data:image/png;base64,([^"]+)"', tag).group(1)
+    image = Image.open(io.BytesIO(base64.b64decode(data)))
+    assert image.size == (800, 400)  # twice its pixels, as "retina" figures
+    assert html.unescape(re.search(r'alt="([^"]*)"', tag).group(1)).endswith("zero.")
+    with pytest.raises(ValueError, match="a sentence that describes the figure"):
+        plotting.show_figure(plt.figure(), "a line")

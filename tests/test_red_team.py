@@ -966,7 +966,7 @@ GAPS.update(
             3,
             "multihead_forward",
             "no maximum subtracted",
-        ): "def multihead_forward(x, W_qkv, W_o, n_heads):\n    B, N, D = x.shape\n    d = D // n_heads\n    q, k, v = (t.reshape(B, N, n_heads, d).transpose(1, 2) for t in (x @ W_qkv.T).split(D, -1))\n    s = q @ k.transpose(-2, -1) / d ** 0.5\n    e = torch.exp(s)                    # wrong: no max subtracted\n    return ((e / e.sum(-1, keepdim=True)) @ v).transpose(1, 2).reshape(B, N, D) @ W_o.T\n",
+        ): "def multihead_forward(x, W_qkv, W_o, n_heads):\n    B, N, D = x.shape\n    d = D // n_heads\n    q, k, v = (t.reshape(B, N, n_heads, d).transpose(1, 2) for t in (x @ W_qkv).split(D, -1))\n    s = q @ k.transpose(-2, -1) / d ** 0.5\n    e = torch.exp(s)                    # wrong: no max subtracted\n    return ((e / e.sum(-1, keepdim=True)) @ v).transpose(1, 2).reshape(B, N, D) @ W_o\n",
         (
             6,
             "causal_attention_weights",

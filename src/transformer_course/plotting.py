@@ -12,10 +12,15 @@
   labels.
 * :func:`confusion_matrix` and :func:`image_grid` (chapter 7): what a classifier
   confuses, and the images it gets wrong.
+* :func:`show_figure` (chapter 2's widget): a figure with its own text
+  alternative, for figures drawn inside a widget.
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -38,6 +43,7 @@ __all__ = [
     "image_grid",
     "loss_curves",
     "patch_tokens_figure",
+    "show_figure",
     "token_axis",
     "use_course_style",
 ]
@@ -85,6 +91,34 @@ def _sharp_figures() -> None:
         return
     if get_ipython() is not None:
         set_matplotlib_formats("retina")
+
+
+def show_figure(fig: Figure, alt: str) -> None:
+    """Show ``fig`` as an image that carries ``alt``, its text alternative, then
+    close it.
+
+    For figures drawn inside a widget (``ipywidgets.interact``, chapter 2): the
+    book gives a cell's figures the alt text of the cell's ``mystnb.image.alt``
+    metadata, which does not reach an image inside a widget's output. A PNG of
+    twice the figure's pixels, shown at its size, as ``use_course_style`` does.
+    """
+    from IPython.display import HTML, display
+
+    if len(alt.split()) < 5:
+        raise ValueError(
+            f"alt: expected a sentence that describes the figure, got {alt!r}"
+        )
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=2 * fig.dpi)
+    plt.close(fig)
+    width = round(fig.get_figwidth() * fig.dpi)  # CSS pixels
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    display(
+        HTML(
+            f'<img src="data:image/png;base64,{data}" width="{width}" '
+            f'alt="{html.escape(alt)}">'
+        )
+    )
 
 
 def token_axis(

@@ -141,14 +141,16 @@ MERGE = Exercise(
 )
 
 # --- Exercise 3: a multi-head forward pass ---------------------------------------------
+# The chapter's layout, rows are tokens (§3.2): q = x W_q, with W_qkv = [W_q W_k W_v]
+# (D, 3D) and out = concat(heads) W_o; nn.Linear stores the transposes.
 
 
 def _reference_forward(x, W_qkv, W_o, n_heads):
     """The course's module, in float64: the answer a float32 computation rounds."""
     module = MultiHeadAttention(x.shape[-1], n_heads, bias=False).double()
     with torch.no_grad():
-        module.qkv_proj.weight.copy_(W_qkv)
-        module.out_proj.weight.copy_(W_o)
+        module.qkv_proj.weight.copy_(W_qkv.T)  # nn.Linear's layout: (3D, D)
+        module.out_proj.weight.copy_(W_o.T)
         return module(x.double())
 
 
@@ -156,13 +158,13 @@ def _forward_cases():
     return [
         (
             seeded_randn(2, 5, 8),
-            seeded_randn(24, 8, seed=1) / 3,
+            seeded_randn(8, 24, seed=1) / 3,
             seeded_randn(8, 8, seed=2) / 3,
             2,
         ),
         (
             seeded_randn(1, 4, 12, seed=3),
-            seeded_randn(36, 12, seed=4) / 3,
+            seeded_randn(12, 36, seed=4) / 3,
             seeded_randn(12, 12, seed=5) / 3,
             4,
         ),
@@ -179,10 +181,20 @@ def _judge_forward(cases, outcomes):
                 f"The output has the input's shape (B, N, D) = {tuple(x.shape)}, got {tuple(got.shape)}."
             )
         D = x.shape[-1]
-        q, k, v = (x @ W.T for W in W_qkv.split(D))
-        one_head = (
-            torch.softmax(q @ k.transpose(-2, -1) / (D // h) ** 0.5, -1) @ v @ W_o.T
-        )
+        q, k, v = (x @ W_qkv).split(D, dim=-1)  # 3 × (B, N, D)
+        heads = merge_heads(
+            torch.softmax(
+                split_heads(q, h) @ split_heads(k, h).transpose(-2, -1) / (D // h) ** 0.5,
+                -1,
+            )
+            @ split_heads(v, h)
+        )  # (B, N, D)
+        if close(got, heads @ W_o.T):
+            raise Failed(
+                "Apply W_o as the chapter writes it, rows are tokens: heads W_o, not W_oᵀ "
+                "(W_oᵀ is nn.Linear's layout)."
+            )
+        one_head = torch.softmax(q @ k.transpose(-2, -1) / (D // h) ** 0.5, -1) @ v @ W_o
         wrong_scale = (
             merge_heads(
                 torch.softmax(
@@ -190,20 +202,20 @@ def _judge_forward(cases, outcomes):
                 )
                 @ split_heads(v, h)
             )
-            @ W_o.T
+            @ W_o
         )
         if close(got, wrong_scale):
             raise Failed(
                 "Scale the scores by 1/√d with d = D/H, the width of one head, not by 1/√D."
             )
         if close(got, one_head) or close(
-            got, torch.softmax(q @ k.transpose(-2, -1) / D**0.5, -1) @ v @ W_o.T
+            got, torch.softmax(q @ k.transpose(-2, -1) / D**0.5, -1) @ v @ W_o
         ):
             raise Failed(
                 "Split q, k and v into heads (B, H, N, d) before the attention: one softmax per head."
             )
         raise Failed(
-            "out = merge_heads(softmax(q kᵀ/√d) v) W_oᵀ, with q, k, v = x W_qkvᵀ split into thirds and then into heads."
+            "out = merge_heads(softmax(q kᵀ/√d) v) W_o, with q, k, v = x W_qkv split into thirds and then into heads."
         )
 
 
@@ -215,7 +227,7 @@ def _random_forward(g):
         cases.append(
             (
                 torch.randn(b, n, D, generator=g),
-                torch.randn(3 * D, D, generator=g) / D**0.5,
+                torch.randn(D, 3 * D, generator=g) / D**0.5,
                 torch.randn(D, D, generator=g) / D**0.5,
                 h,
             )
@@ -228,7 +240,7 @@ def _loud_scale(case) -> float:
     (x makes both q and k: the scores grow as its square)."""
     x, W_qkv, _, H = case
     D = x.shape[-1]
-    q, k, _ = (x.double() @ W_qkv.double().T).split(D, dim=-1)  # (B, N, D) each
+    q, k, _ = (x.double() @ W_qkv.double()).split(D, dim=-1)  # (B, N, D) each
     return loud_score_scale(split_heads(q, H), split_heads(k, H))  # (B, H, N, d)
 
 
