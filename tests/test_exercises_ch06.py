@@ -90,6 +90,17 @@ MISTAKES = [
         MASK + "    return scores.softmax(-1)",
         "Apply the causal mask",
     ),
+    (  # the seventeenth red team: renormalised after the softmax, 0/0 when loud
+        "causal_attention_weights",
+        MASK + "    w = scores.softmax(-1) * ones.tril()\n"
+        "    return w / w.sum(-1, keepdim=True)",
+        "Masking the weights after the softmax and dividing each row by its sum",
+    ),
+    (  # ... and the hint for the product alone no longer advises it
+        "causal_attention_weights",
+        MASK + "    return scores.softmax(-1) * ones.tril()",
+        "Set the scores above the diagonal to −∞, then take the softmax.",
+    ),
     (
         "causal_attention_weights",
         MASK + "    return scores.masked_fill(~ones.tril(), 0.0).softmax(-1)",

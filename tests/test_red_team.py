@@ -16,6 +16,7 @@ import io
 import json
 import os
 import sys
+import sysconfig
 import time
 import tracemalloc
 import uuid
@@ -1527,3 +1528,60 @@ def test_notebook_habits_around_the_hidden_package_keep_a_solution_graded(tmp_pa
     result = grade_notebook(write(tmp_path, notebook))
     for exercise in result.exercises:
         assert exercise.points == exercise.max_points, exercise
+
+
+@needs_bwrap
+def test_more_habits_around_the_hidden_package_keep_a_solution_graded(tmp_path):
+    """The seventeenth red team, each full marks in a kernel and 0 ("missing")
+    from the grader: a statement that reads ``tc`` and fails on the stand-in
+    with another error than the hidden package's (``tc.__version__``,
+    ``inspect.getsource(tc.…)``); a cell magic (``%%time``, ``%%capture``) whose
+    body looks at ``tc`` above the ``def``; and a module written with
+    ``%%writefile`` under the name of an installed package, which a kernel
+    finds first (its working folder comes before site-packages)."""
+
+    def edit(notebook):
+        for index, cell in enumerate(notebook.cells):
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id == "patchify":
+                helper = "%%writefile tabulate.py\ndef patches_of(image, p):\n"
+                helper += "    C, H, W = image.shape[-3:]\n"
+                helper += "    return H // p, W // p\n"
+                notebook.cells.insert(index, nbformat.v4.new_code_cell(helper))
+                break
+
+    notebook = submission(
+        {
+            "build_char_vocab": 'print("course version", tc.__version__)\n'
+            + reference("build_char_vocab"),
+            "merge_pair": "%%time\nprint(tc.causal_mask(4, 4))\n"
+            + reference("merge_pair"),
+            "embed_one_hot": "%%capture shown\nimport inspect\n"
+            "print(inspect.getsource(tc.one_hot_lookup))\n"
+            + reference("embed_one_hot"),
+            "patchify": "from tabulate import patches_of\n\n"
+            "print(patches_of(torch.zeros(1, 4, 4), 2))\n" + reference("patchify"),
+        },
+        edit=edit,
+    )
+    result = grade_notebook(write(tmp_path, notebook))
+    for exercise in result.exercises:
+        assert exercise.points == exercise.max_points, exercise
+
+
+def test_the_working_folder_comes_where_a_kernel_has_it():
+    from transformer_course.exercises.runner import _after_the_standard_library
+
+    stdlib = sysconfig.get_path("stdlib")
+    path = [
+        stdlib.replace("python3.", "python3") + ".zip",
+        stdlib,
+        os.path.join(stdlib, "lib-dynload"),
+        "/somewhere/site-packages",
+        "/more",
+    ]
+    assert _after_the_standard_library(path) == 3
+    assert _after_the_standard_library(["/somewhere/site-packages"]) == 0
+    # in a virtual environment site-packages lies beside the platform's library
+    venv = os.path.join(stdlib, "site-packages")
+    assert _after_the_standard_library([stdlib, venv]) == 1

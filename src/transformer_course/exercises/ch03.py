@@ -184,7 +184,9 @@ def _judge_forward(cases, outcomes):
         q, k, v = (x @ W_qkv).split(D, dim=-1)  # 3 × (B, N, D)
         heads = merge_heads(
             torch.softmax(
-                split_heads(q, h) @ split_heads(k, h).transpose(-2, -1) / (D // h) ** 0.5,
+                split_heads(q, h)
+                @ split_heads(k, h).transpose(-2, -1)
+                / (D // h) ** 0.5,
                 -1,
             )
             @ split_heads(v, h)
@@ -194,7 +196,9 @@ def _judge_forward(cases, outcomes):
                 "Apply W_o as the chapter writes it, rows are tokens: heads W_o, not W_oᵀ "
                 "(W_oᵀ is nn.Linear's layout)."
             )
-        one_head = torch.softmax(q @ k.transpose(-2, -1) / (D // h) ** 0.5, -1) @ v @ W_o
+        one_head = (
+            torch.softmax(q @ k.transpose(-2, -1) / (D // h) ** 0.5, -1) @ v @ W_o
+        )
         wrong_scale = (
             merge_heads(
                 torch.softmax(

@@ -149,7 +149,8 @@ def _diagnose_mask(scores, got):
         if _close(got, torch.softmax(scores.double(), -1) * lower):
             raise Failed(
                 "Mask before the softmax: zeroing the future after it leaves rows "
-                "that no longer sum to 1 (or renormalise each row)."
+                "that no longer sum to 1. Set the scores above the diagonal to −∞, "
+                "then take the softmax."
             )
         if _close(got, _masked(scores, ones.tril(-1))) or _close(
             got, _masked(scores, ones.tril(-1)).nan_to_num(0.0)
@@ -268,6 +269,14 @@ CAUSAL_WEIGHTS = Exercise(
     ),
     forbidden=("scaled_dot_product_attention",),
     loud=(0,),  # a softmax inside: scores past 88 as well
+    overflow_hint=(
+        "Your function returned nan or inf for finite scores that reach a few "
+        "hundred. Masking the weights after the softmax and dividing each row by "
+        "its sum fails there: a large future score takes all the weight, the "
+        "past's weights underflow to 0, and the row is 0/0. Set the scores above "
+        "the diagonal to −∞ before the softmax. (Writing exp yourself? Subtract "
+        "each row's maximum first, as chapter 2's stable softmax does.)"
+    ),
 )
 
 # --- Exercise 2: the next-token loss -------------------------------------------------

@@ -189,6 +189,9 @@ class Exercise:
     #: keys of earlier exercises of the chapter whose functions this one calls
     #: (chapter 4's blocks call the learner's own layer_norm and mlp_forward)
     builds_on: tuple[str, ...] = ()
+    #: the hint when only the loud twins fail, with nan or inf (default
+    #: :data:`OVERFLOW`); an exercise with a likelier cause names it
+    overflow_hint: str = ""
 
     def __post_init__(self):
         if not any(c.kind == VALUE for c in self.checks):
@@ -208,7 +211,11 @@ class Exercise:
         with_twins = Check(
             drawn.name,
             _with_twins(drawn.cases, self),
-            _telling_overflow(drawn.judge) if self.loud else drawn.judge,
+            (
+                _telling_overflow(drawn.judge, self.overflow_hint or OVERFLOW)
+                if self.loud
+                else drawn.judge
+            ),
             UNSEEN,
             drawn.weight,
         )
@@ -280,8 +287,8 @@ _LOUD_CASES: collections.OrderedDict[int, tuple] = collections.OrderedDict()
 _LOUD_KEPT = 4096
 
 
-def _telling_overflow(judge):
-    """``judge``, with the hint :data:`OVERFLOW` when it fails only on loud
+def _telling_overflow(judge, hint: str = OVERFLOW):
+    """``judge``, with ``hint`` (:data:`OVERFLOW`) when it fails only on loud
     twins, and a result for such finite inputs is nan or inf; a mistake the
     other inputs show keeps its own hint."""
 
@@ -305,7 +312,7 @@ def _telling_overflow(judge):
                     and _non_finite(outcome.value)
                     and not any(_non_finite(v) for v in case)
                 ):
-                    raise Failed(OVERFLOW) from None
+                    raise Failed(hint) from None
             raise
 
     return judged

@@ -36,6 +36,7 @@ import shutil
 import signal
 import stat
 import sys
+import sysconfig
 import threading
 import time
 import types
@@ -1385,6 +1386,42 @@ def _binds(statement: ast.stmt) -> set[str]:
     return names
 
 
+def _reads(statement: ast.stmt, names: set[str]) -> bool:
+    """Whether a top-level statement, as it runs, reads one of ``names`` or
+    imports the course package."""
+    for node in _top_level(statement):
+        if isinstance(node, ast.Name) and node.id in names:
+            return True
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = [a.name for a in node.names] + [getattr(node, "module", "") or ""]
+            if any(m.split(".")[0] == COURSE_PACKAGE for m in modules):
+                return True
+    return False
+
+
+#: Cell magics that run their body in the notebook's namespace, as if there
+#: were no magic (timing it, capturing its output, profiling it).
+_PASS_THROUGH_MAGICS = {"time", "capture", "prun"}
+
+
+def _pass_through_magic(statement: ast.stmt) -> tuple[str, str, str] | None:
+    """(magic, line, body) when ``statement`` is IPython's transform of a cell
+    that starts with one of :data:`_PASS_THROUGH_MAGICS`, else None."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "run_cell_magic"
+        and len(call.args) == 3
+        and all(
+            isinstance(a, ast.Constant) and isinstance(a.value, str) for a in call.args
+        )
+    ):
+        return None
+    magic, line, body = (a.value for a in call.args)
+    return (magic, line, body) if magic in _PASS_THROUGH_MAGICS else None
+
+
 def _exec_statement(code: types.CodeType, namespace: dict) -> None:
     """Run one compiled statement; a top-level ``await`` (which a kernel
     allows) runs on a fresh event loop."""
@@ -1418,6 +1455,19 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
     except SyntaxError:  # the cell as a whole, for the kernel's own message
         return run(source)
     for statement in tree.body:
+        magic = _pass_through_magic(statement)
+        if magic is not None:  # %%time above a def: its body, statement by statement
+            name, line, body = magic
+            captured = _CapturedOutput() if name == "capture" else None
+            with captured or contextlib.nullcontext():
+                error = _run_cell(run, namespace, body, skipped)
+            target = line.split()[-1] if line.split() else ""
+            if captured is not None and target.isidentifier():
+                namespace[target] = captured.result
+            if error is not None:
+                return error
+            unavailable |= skipped | _hidden_names(namespace)
+            continue
         try:
             code = compile(
                 ast.Module([statement], type_ignores=[]),
@@ -1428,13 +1478,40 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
             _exec_statement(code, namespace)
         except BaseException as err:  # SystemExit too: a kernel reports it
             unbound = isinstance(err, NameError) and err.name in unavailable
-            if HIDDEN_WHILE_GRADING in str(err) or unbound:
-                # it looked at the course package: worked in the notebook
+            if (
+                HIDDEN_WHILE_GRADING in str(err)
+                or unbound
+                or _reads(statement, unavailable)
+            ):
+                # it looked at the course package (any error: the stand-in has
+                # no __version__ and is not a function for inspect): it worked
+                # in the notebook
                 skipped |= _binds(statement)
                 unavailable |= _binds(statement)
                 continue
             return f"{type(err).__name__}: {_message(err)}"
+        unavailable |= _hidden_names(namespace)  # an import of the package just now
     return None
+
+
+class _CapturedOutput:
+    """``%%capture NAME``'s context: the body's output, kept as IPython keeps it
+    (``result``), or thrown away where IPython is missing."""
+
+    def __init__(self):
+        try:
+            from IPython.utils.capture import capture_output
+        except ImportError:  # pragma: no cover - IPython comes with Jupyter
+            capture_output = None
+        self._inner = capture_output() if capture_output else contextlib.nullcontext()
+        self.result = None
+
+    def __enter__(self):
+        self.result = self._inner.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._inner.__exit__(*exc)
 
 
 # Python's own, taken before any learner's cell runs
@@ -1455,6 +1532,28 @@ def _watching_hooks() -> str:
     if threading.active_count() > 1:
         found.append("a thread running")
     return " and ".join(found)
+
+
+def _after_the_standard_library(path: list[str]) -> int:
+    """Where a Jupyter kernel puts its working folder ('') in ``sys.path``:
+    after the leading entries of the standard library (its zip, its folder,
+    lib-dynload), before site-packages, so that a module a cell wrote shadows
+    an installed package of the same name there too, and never the standard
+    library."""
+    stdlib = os.path.normpath(sysconfig.get_path("stdlib"))
+    index = 0
+    for entry in path:
+        parts = os.path.normpath(entry).split(os.sep) if entry else []
+        installed = "site-packages" in parts or "dist-packages" in parts
+        inside = entry and (
+            os.path.normpath(entry) == stdlib
+            or os.path.normpath(entry).startswith(stdlib + os.sep)
+        )
+        zipped = entry.endswith(".zip") and os.path.basename(entry).startswith("python")
+        if installed or not (inside or zipped):
+            break
+        index += 1
+    return index
 
 
 def _no_new_audit_hooks(event: str, args: tuple) -> None:
@@ -1480,8 +1579,9 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
     sys.addaudithook(_no_new_audit_hooks)
     os.chdir(work)
     # a kernel imports from its working folder (a module a cell wrote with
-    # %%writefile); the runner runs isolated (-I), so the folder is added, last
-    sys.path.append(os.getcwd())
+    # %%writefile); the runner runs isolated (-I), so the folder is added where
+    # a kernel has it: after the standard library, before site-packages
+    sys.path.insert(_after_the_standard_library(sys.path), os.getcwd())
     progress = os.fdopen(progress_fd, "a", buffering=1, encoding="utf-8")
     namespace, run = _shell()
     progress.write("preamble\n")
