@@ -206,7 +206,7 @@ def test_config_defaults_and_parameter_count():
         ),
         ({"residual": 1}, "residual: expected True or False, got 1"),
         ({"activation": "tanh"}, r"activation: expected one of \['gelu', 'relu'\]"),
-        ({"dropout": 1.5}, "dropout: expected a probability"),
+        ({"dropout": 1.5}, r"dropout: expected a probability in \[0, 1\]"),
         ({"d_mlp": 0}, "d_mlp: expected a positive int"),
     ],
 )

@@ -259,7 +259,8 @@ def test_figures_inside_widgets_say_what_they_show(site):
                     assert "image/png" not in data, page.name
                     for tag in re.findall(r"<img [^>]*>", data.get("text/html", "")):
                         alt = re.search(r'alt="([^"]*)"', tag)
-                        assert alt and len(alt.group(1).split()) >= 5, page.name
+                        assert alt, page.name
+                        assert len(alt.group(1).split()) >= 5, page.name
                         described += 1
     assert described >= 1
 

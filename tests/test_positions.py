@@ -359,7 +359,7 @@ def test_rotary_keeps_dtype_and_shapes_and_has_no_state():
         (
             lambda: tc.sinusoidal_positions(4, 8, base=0.0),
             ValueError,
-            r"base: expected a positive number, got 0.0",
+            r"base: expected a number > 0, got 0.0",
         ),
         (
             lambda: tc.sinusoidal_shift_matrix(1.5, 8),

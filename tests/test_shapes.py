@@ -1,7 +1,16 @@
 import pytest
 import torch
 
-from transformer_course.shapes import ShapeError, expect_int, expect_shape
+from transformer_course.shapes import (
+    ShapeError,
+    expect_bool,
+    expect_choice,
+    expect_int,
+    expect_number,
+    expect_probability,
+    expect_shape,
+    expect_token_ids,
+)
 
 
 def test_binds_symbols_to_sizes():
@@ -77,3 +86,68 @@ def test_expect_int_names_what_it_expected_and_got(value, least, message):
 def test_expect_int_returns_a_good_value():
     assert expect_int(3, "n", least=0) == 3
     assert expect_int(-5, "n") == -5
+
+
+@pytest.mark.parametrize(
+    ("check", "bad", "message"),
+    [
+        (lambda v: expect_bool(v, "flag"), 1, r"flag: expected True or False, got 1"),
+        (
+            lambda v: expect_choice(v, "norm", ("layer", "rms")),
+            "batch",
+            r"norm: expected one of \['layer', 'rms'\], got 'batch'",
+        ),
+        (
+            lambda v: expect_choice(v, "norm", ("layer", "rms")),
+            ["layer"],  # unhashable: still the sentence, not a TypeError
+            r"norm: expected one of \['layer', 'rms'\], got \['layer'\]",
+        ),
+        (
+            lambda v: expect_number(v, "eps", above=0),
+            0,
+            r"eps: expected a number > 0, got 0",
+        ),
+        (
+            lambda v: expect_number(v, "x", low=-1, high=0),
+            0.5,
+            r"x: expected a number ≥ -1 and ≤ 0, got 0.5",
+        ),
+        (lambda v: expect_number(v, "x"), True, r"x: expected a number, got True"),
+        (
+            lambda v: expect_probability(v, "dropout"),
+            1.5,
+            r"dropout: expected a probability in \[0, 1\], got 1.5",
+        ),
+        (
+            lambda v: expect_probability(v, "dropout"),
+            float("nan"),
+            r"dropout: expected a probability in \[0, 1\], got nan",
+        ),
+    ],
+)
+def test_value_checks_name_what_was_expected_and_given(check, bad, message):
+    with pytest.raises(ValueError, match=message):
+        check(bad)
+
+
+def test_value_checks_return_good_values():
+    assert expect_bool(False, "flag") is False
+    assert expect_choice("rms", "norm", {"layer": 1, "rms": 2}) == "rms"
+    assert expect_number(1e-5, "eps", above=0) == 1e-5
+    assert expect_probability(0, "dropout") == 0
+
+
+@pytest.mark.parametrize(
+    ("ids", "error", "message"),
+    [
+        (torch.zeros(2, 3), TypeError, r"ids: expected integer token ids, got dtype"),
+        (torch.ones(2, 3, dtype=torch.bool), TypeError, "integer token ids"),
+        (torch.tensor([[0, 5]]), ValueError, r"ids: expected token ids in 0\.\.4, got"),
+        (torch.tensor([[-1, 2]]), ValueError, r"got values from -1 to 2"),
+        (torch.zeros(3, dtype=torch.long), ShapeError, "ids"),
+    ],
+)
+def test_token_ids_are_checked(ids, error, message):
+    with pytest.raises(error, match=message):
+        expect_token_ids(ids, 5)
+    expect_token_ids(torch.tensor([[0, 4]]), 5)  # in range: no error

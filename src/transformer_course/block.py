@@ -43,7 +43,14 @@ from . import multihead
 from .multihead import MultiHeadAttention, _expect_heads
 from .norms import LayerNorm, RMSNorm
 from .positions import RotaryEmbedding
-from .shapes import expect_positive_int, expect_shape
+from .shapes import (
+    expect_bool,
+    expect_choice,
+    expect_number,
+    expect_positive_int,
+    expect_probability,
+    expect_shape,
+)
 
 if TYPE_CHECKING:  # chapter 6's cache; only the types are needed here
     from .kv_cache import KVCache, LayerCache
@@ -86,31 +93,20 @@ class BlockConfig:
         if self.d_mlp is None:
             self.d_mlp = 4 * self.d_model
         expect_positive_int(self.d_mlp, "d_mlp")
-        if not 0 <= self.dropout <= 1:
-            raise ValueError(f"dropout: expected a probability, got {self.dropout}")
-        for field, value, choices in (
-            ("norm", self.norm, NORMS),
-            ("activation", self.activation, ACTIVATIONS),
-        ):
-            if value not in choices:
-                raise ValueError(
-                    f"{field}: expected one of {sorted(choices)}, got {value!r}"
-                )
-        if not self.eps > 0:
-            raise ValueError(f"eps: expected a positive float, got {self.eps}")
-        if not isinstance(self.residual, bool):
-            raise ValueError(f"residual: expected True or False, got {self.residual!r}")
-        if not isinstance(self.rotary, bool):
-            raise ValueError(f"rotary: expected True or False, got {self.rotary!r}")
-        head_dim = self.d_model // self.n_heads
-        if self.rotary and head_dim % 2:
+        expect_probability(self.dropout, "dropout")
+        expect_choice(self.norm, "norm", NORMS)
+        expect_choice(self.activation, "activation", ACTIVATIONS)
+        expect_number(self.eps, "eps", above=0)
+        expect_bool(self.residual, "residual")
+        expect_bool(self.rotary, "rotary")
+        d = self.d_model // self.n_heads
+        if self.rotary and d % 2:
             raise ValueError(
-                f"rotary: expected an even head width d = d_model / n_heads "
-                f"(features are rotated in pairs), got d = {self.d_model} / "
-                f"{self.n_heads} = {head_dim}"
+                "rotary: expected an even head width d = d_model / n_heads (features "
+                f"are rotated in pairs), got d = {self.d_model} / {self.n_heads} = {d}"
             )
         if self.rotary:  # checks max_len and base
-            RotaryEmbedding(head_dim, self.max_len, self.rotary_base)
+            RotaryEmbedding(d, self.max_len, self.rotary_base)
 
 
 def _make_norm(config: BlockConfig) -> nn.Module:
@@ -148,10 +144,7 @@ class MLP(nn.Module):
     ):
         super().__init__()
         d_mlp = 4 * d_model if d_mlp is None else d_mlp
-        if activation not in ACTIVATIONS:
-            raise ValueError(
-                f"activation: expected one of {sorted(ACTIVATIONS)}, got {activation!r}"
-            )
+        expect_choice(activation, "activation", ACTIVATIONS)
         self.d_model = d_model
         self.up_proj = nn.Linear(d_model, d_mlp, bias=bias)  # W_1: D -> d_mlp
         self.activation = ACTIVATIONS[activation]()
@@ -199,52 +192,25 @@ class Block(nn.Module):
         offset: int = 0,
         cache: LayerCache | None = None,
     ) -> torch.Tensor:
-        """x (B, N, D) -> (B, N, D).
-
-        ``mask`` and ``is_causal`` go to attention as they are (see
-        :meth:`MultiHeadAttention.forward`): a boolean mask is True where a
-        query may attend to a key, e.g. (N, N), or (B, 1, 1, N) for key
-        padding; ``is_causal`` forbids the keys after each query. ``offset``
-        is the position of the first token, for rotary positions (chapter 5);
-        ``cache`` holds the keys and values of earlier tokens (chapter 6).
+        """x (B, N, D) -> (B, N, D). ``mask`` and ``is_causal`` go to attention
+        (:meth:`MultiHeadAttention.forward`: a boolean mask is True where a query
+        may attend to a key); ``offset`` is the position of the first token
+        (rotary, chapter 5); ``cache`` holds earlier keys and values (chapter 6).
         """
         expect_shape(x, "B N D", "x", D=self.config.d_model)
         skip = 1.0 if self.config.residual else 0.0  # 0: chapter 4's experiment
-        where = {"mask": mask, "is_causal": is_causal, "offset": offset, "cache": cache}
+
+        def attend(h):  # the attention branch: (B, N, D) -> (B, N, D)
+            out = self.attn(h, mask, is_causal, offset=offset, cache=cache)
+            return self.resid_dropout(out)
+
         if self.config.norm_first:  # pre-norm: Turner fig. 7, Xiong et al.
-            x = skip * x + self.attend(self.norm_1(x), **where)
+            x = skip * x + attend(self.norm_1(x))
             x = skip * x + self.mlp(self.norm_2(x))
         else:  # post-norm: "Add & Normalize" after each branch
-            x = self.norm_1(skip * x + self.attend(x, **where))
+            x = self.norm_1(skip * x + attend(x))
             x = self.norm_2(skip * x + self.mlp(x))
         return x
-
-    def attend(
-        self,
-        h: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        is_causal: bool = False,
-        need_weights: bool = False,
-        offset: int = 0,
-        cache: LayerCache | None = None,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """The attention branch: h (B, N, D) -> (B, N, D), and (B, H, N, N) weights.
-
-        The block's one call to attention: rotary positions' ``offset``
-        (chapter 5) and the KV cache (chapter 6) are threaded through here.
-        """
-        out = self.attn(
-            h,
-            mask=mask,
-            is_causal=is_causal,
-            need_weights=need_weights,
-            offset=offset,
-            cache=cache,
-        )
-        if need_weights:
-            out, weights = out  # (B, N, D), (B, H, N, N)
-            return self.resid_dropout(out), weights
-        return self.resid_dropout(out)
 
     def attention_weights(
         self,
@@ -259,7 +225,7 @@ class Block(nn.Module):
         """
         expect_shape(x, "B N D", "x", D=self.config.d_model)
         h = self.norm_1(x) if self.config.norm_first else x
-        return self.attend(h, mask, is_causal, need_weights=True, offset=offset)[1]
+        return self.attn(h, mask, is_causal, need_weights=True, offset=offset)[1]
 
 
 def _activation_name(layer: nn.TransformerEncoderLayer) -> str:
@@ -371,12 +337,9 @@ class BlockStack(nn.Module):
         offset: int = 0,
         cache: KVCache | None = None,
     ) -> torch.Tensor:
-        """x (B, N, D) -> (B, N, D): every block, then ``final_norm``.
-
-        ``mask``, ``is_causal`` and ``offset`` go to every block (see
-        :meth:`Block.forward`); with a ``cache`` (chapter 6), block m uses
-        ``cache.layers[m]``.
-        """
+        """x (B, N, D) -> (B, N, D): every block, then ``final_norm``. ``mask``,
+        ``is_causal`` and ``offset`` as in :meth:`Block.forward`; with a ``cache``
+        (chapter 6), block m uses ``cache.layers[m]``."""
         if cache is not None and len(cache.layers) != len(self.blocks):
             raise ValueError(
                 f"cache: expected one layer per block, {len(self.blocks)}, "

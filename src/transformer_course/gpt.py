@@ -33,7 +33,13 @@ from torch import nn
 from .block import BlockConfig, BlockStack
 from .kv_cache import KVCache
 from .positions import LearnedPositions, SinusoidalPositions
-from .shapes import ShapeError, expect_positive_int, expect_shape
+from .shapes import (
+    ShapeError,
+    expect_choice,
+    expect_positive_int,
+    expect_shape,
+    expect_token_ids,
+)
 
 __all__ = ["GPT", "GPTConfig", "generate", "sample_next", "sequence_cross_entropy"]
 
@@ -59,12 +65,8 @@ class GPTConfig:
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layers"):
             expect_positive_int(getattr(self, name), name)
-        if self.positions not in POSITIONS:
-            raise ValueError(
-                f"positions: expected one of {list(POSITIONS)}, got {self.positions!r}"
-            )
-        if self.norm not in ("layer", "rms"):  # the block's "none" is chapter 4's only
-            raise ValueError(f"norm: expected 'layer' or 'rms', got {self.norm!r}")
+        expect_choice(self.positions, "positions", POSITIONS)
+        expect_choice(self.norm, "norm", ("layer", "rms"))  # "none": chapter 4's
         self.block_config()  # checks d_model, n_heads, d_mlp, dropout
 
     def block_config(self) -> BlockConfig:
@@ -130,15 +132,7 @@ class GPT(nn.Module):
         it holds: their positions start at ``cache.length``, and their keys
         and values are added to it.
         """
-        expect_shape(ids, "B N", "ids")
-        if ids.dtype.is_floating_point or ids.dtype == torch.bool:
-            raise TypeError(f"ids: expected integer token ids, got dtype {ids.dtype}")
-        V = self.config.vocab_size
-        if ids.numel() and (ids.min() < 0 or ids.max() >= V):
-            raise ValueError(
-                f"ids: expected token ids in 0..{V - 1}, got values from "
-                f"{int(ids.min())} to {int(ids.max())}"
-            )
+        expect_token_ids(ids, self.config.vocab_size)  # (B, N), in 0..V − 1
         start = 0 if cache is None else cache.length
         end = start + ids.shape[1]
         if end > self.config.block_size:
@@ -201,10 +195,8 @@ def sample_next(
     if not temperature >= 0:
         raise ValueError(f"temperature: expected a float ≥ 0, got {temperature!r}")
     V = logits.shape[-1]
-    if top_k is not None and (
-        not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1
-    ):
-        raise ValueError(f"top_k: expected None or an int ≥ 1, got {top_k!r}")
+    if top_k is not None:
+        expect_positive_int(top_k, "top_k")  # None: no filtering
     if temperature == 0:
         return logits.argmax(dim=-1)  # (B,)
     logits = logits / temperature

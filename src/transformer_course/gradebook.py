@@ -62,6 +62,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.plugins.export import CsvExportPlugin
 
+from .exercises.core import CHECK_SECONDS
 from .grade import (
     NOT_GRADED,
     ExerciseGrade,
@@ -73,7 +74,6 @@ from .grade import (
     read_submission,
     write_text_atomically,
 )
-from .exercises.core import CHECK_SECONDS
 from .sandbox import Sandbox, SandboxUnavailable
 
 __all__ = ["ClassRow", "CourseSettings", "course_settings", "grade_class", "main"]

@@ -38,7 +38,12 @@ from .attention import (
     attention_weights,
     scaled_dot_product_attention,
 )
-from .shapes import expect_int, expect_positive_int, expect_shape
+from .shapes import (
+    expect_int,
+    expect_positive_int,
+    expect_probability,
+    expect_shape,
+)
 
 if TYPE_CHECKING:  # chapters 5 and 6; only the types are needed here
     from .kv_cache import LayerCache
@@ -114,15 +119,10 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         _expect_heads(d_model, n_heads)
-        if not 0 <= dropout <= 1:
-            raise ValueError(
-                f"dropout: expected a probability in [0, 1], got {dropout}"
-            )
+        expect_probability(dropout, "dropout")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
-        self.qkv_proj = nn.Linear(
-            d_model, 3 * d_model, bias=bias
-        )  # [W_q; W_k; W_v], all heads
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # W_q, W_k, W_v
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
         if rotary is not None and getattr(rotary, "head_dim", None) != self.d_head:
             raise ValueError(
@@ -143,20 +143,14 @@ class MultiHeadAttention(nn.Module):
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """x (B, N, D) -> (B, N, D); with ``need_weights`` also (B, H, N, N).
 
-        ``mask``: boolean, True where a query may attend to a key, or additive
-        (floating point); broadcastable to (B, H, N, N), e.g. (N, N) or
-        (B, 1, 1, N) for padding. With ``is_causal`` as well, the two combine
-        (:func:`~transformer_course.attention.attention_mask`). A query allowed
-        no key gets zero weights, so its heads output zeros, on both paths.
-
-        ``offset``: the position of the first token, for rotary positions
-        (tokens offset ... offset + N − 1); without ``rotary`` it changes nothing.
-
-        ``cache``: chapter 6's :class:`~transformer_course.kv_cache.LayerCache`
-        of the tokens before x. The new keys and values are appended to it, the
-        N queries attend to all L + N stored keys (so masks are (.., N, L + N),
-        and ``is_causal`` aligns bottom-right), and rotary positions continue
-        at L, the number of tokens it held (``offset`` must then be 0).
+        ``mask``: boolean (True where a query may attend to a key) or additive,
+        broadcastable to (B, H, N, N), e.g. (B, 1, 1, N) for padding; it combines
+        with ``is_causal`` (:func:`~transformer_course.attention.attention_mask`).
+        A query allowed no key outputs zeros. ``offset``: the position of the
+        first token, for rotary positions (chapter 5). ``cache``: chapter 6's
+        :class:`~transformer_course.kv_cache.LayerCache` of the L tokens before
+        x; the N queries attend to all L + N keys (masks are (..., N, L + N),
+        ``is_causal`` aligns bottom-right) and positions continue at L.
         """
         offset = self._checked_offset(x, offset, cache)
         q, k, v = self.project(x)  # 3 × (B, H, N, d)
@@ -182,13 +176,9 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Every head's attention: q (B, H, N_q, d), k and v (B, H, N_k, d) ->
-        (B, H, N_q, d), and the weights (B, H, N_q, N_k) with ``need_weights``.
-
-        With ``need_weights``, chapter 2's teaching path, whose softmax is
-        written out; otherwise PyTorch's fused kernel, on the same mask
-        (:func:`~transformer_course.attention.attention_mask`).
-        """
+        """q (B, H, N_q, d), k and v (B, H, N_k, d) -> (B, H, N_q, d), and the
+        weights (B, H, N_q, N_k) with ``need_weights`` (chapter 2's teaching
+        path); otherwise PyTorch's fused kernel on the same mask."""
         dropout = self.dropout if self.training else 0.0
         if need_weights:  # teaching path: explicit softmax, returns the weights
             heads, weights = scaled_dot_product_attention(
@@ -211,19 +201,16 @@ class MultiHeadAttention(nn.Module):
     def _checked_offset(
         self, x: torch.Tensor, offset: int, cache: LayerCache | None
     ) -> int:
-        """Check x and ``offset``; the position of x's first token (a cache's
-        length when there is one)."""
+        """Check x and ``offset``; the position of x's first token."""
         expect_shape(x, "B N D", "x", D=self.d_model)
         _expect_tokens(x, "x", "token")
         expect_int(offset, "offset", least=0)
-        if cache is None:
-            return offset
-        if offset:
+        if cache is not None and offset:
             raise ValueError(
                 f"offset: with a cache, positions continue from the "
                 f"{cache.length} tokens it holds; expected offset=0, got {offset}"
             )
-        return cache.length
+        return offset if cache is None else cache.length
 
 
 def minimal_forward(

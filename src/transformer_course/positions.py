@@ -36,7 +36,7 @@ import math
 import torch
 from torch import nn
 
-from .shapes import ShapeError, expect_int, expect_shape
+from .shapes import ShapeError, expect_int, expect_number, expect_shape
 
 __all__ = [
     "LearnedPositions",
@@ -60,8 +60,7 @@ def _expect_even(value: object, name: str, why: str) -> None:
 
 
 def _expect_base(base: object) -> None:
-    if isinstance(base, bool) or not isinstance(base, int | float) or not base > 0:
-        raise ValueError(f"base: expected a positive number, got {base!r}")
+    expect_number(base, "base", above=0)
 
 
 def _expect_fits(n_tokens: int, offset: int, max_len: int | None) -> None:

@@ -17,7 +17,17 @@ from collections.abc import Mapping
 
 import torch
 
-__all__ = ["ShapeError", "expect_int", "expect_positive_int", "expect_shape"]
+__all__ = [
+    "ShapeError",
+    "expect_bool",
+    "expect_choice",
+    "expect_int",
+    "expect_number",
+    "expect_positive_int",
+    "expect_probability",
+    "expect_shape",
+    "expect_token_ids",
+]
 
 
 class ShapeError(ValueError):
@@ -120,3 +130,72 @@ def expect_int(value: object, name: str, least: int | None = None) -> int:
 def expect_positive_int(value: object, name: str) -> int:
     """``value``, if it is an int ≥ 1 (not a bool); else a ValueError naming ``name``."""
     return expect_int(value, name, least=1)
+
+
+def expect_bool(value: object, name: str) -> bool:
+    """``value``, if it is True or False; else a ValueError naming ``name``."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, got {value!r}")
+    return value
+
+
+def expect_choice(value: object, name: str, choices) -> object:
+    """``value``, if it is one of ``choices`` (a collection, or a dict's keys);
+    else a ValueError naming ``name`` and listing them."""
+    if not isinstance(value, str | bool | int | float | type(None)) or (
+        value not in choices
+    ):
+        raise ValueError(f"{name}: expected one of {sorted(choices)}, got {value!r}")
+    return value
+
+
+def expect_number(
+    value: object,
+    name: str,
+    low: float | None = None,
+    high: float | None = None,
+    above: float | None = None,
+) -> float:
+    """``value``, if it is a real number (not a bool) with ``low`` ≤ value ≤
+    ``high`` and value > ``above`` (each bound optional); else a ValueError."""
+    wanted = [
+        f"≥ {low:g}" if low is not None else "",
+        f"≤ {high:g}" if high is not None else "",
+    ]
+    wanted += [f"> {above:g}" if above is not None else ""]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (low is not None and not value >= low)
+        or (high is not None and not value <= high)
+        or (above is not None and not value > above)
+    ):
+        bounds = " and ".join(w for w in wanted if w)
+        raise ValueError(
+            f"{name}: expected a number{' ' + bounds if bounds else ''}, got {value!r}"
+        )
+    return value
+
+
+def expect_token_ids(ids: object, vocab_size: int, name: str = "ids") -> None:
+    """A ShapeError unless ``ids`` is (B, N); a TypeError unless it holds
+    integers; a ValueError unless every id is in 0..vocab_size − 1."""
+    expect_shape(ids, "B N", name)
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
+    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
+        raise ValueError(
+            f"{name}: expected token ids in 0..{vocab_size - 1}, got values from "
+            f"{int(ids.min())} to {int(ids.max())}"
+        )
+
+
+def expect_probability(value: object, name: str) -> float:
+    """``value``, if it is a number in [0, 1]; else a ValueError naming ``name``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (0 <= value <= 1)
+    ):
+        raise ValueError(f"{name}: expected a probability in [0, 1], got {value!r}")
+    return value

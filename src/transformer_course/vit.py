@@ -38,7 +38,14 @@ from .block import BlockConfig, BlockStack
 from .block import flop_count as block_flop_count
 from .data import Digits
 from .positions import LearnedPositions
-from .shapes import ShapeError, expect_int, expect_positive_int, expect_shape
+from .shapes import (
+    ShapeError,
+    expect_bool,
+    expect_choice,
+    expect_int,
+    expect_positive_int,
+    expect_shape,
+)
 from .tokens import patchify
 from .train import History, TrainConfig, cross_entropy_loss, fit, tensor_batches
 
@@ -86,14 +93,9 @@ class ViTConfig:
                 f"patch_size: expected a divisor of image_size {self.image_size}, "
                 f"got {self.patch_size}"
             )
-        if self.pool not in POOLS:
-            raise ValueError(f"pool: expected one of {list(POOLS)}, got {self.pool!r}")
-        if not isinstance(self.positions, bool):
-            raise ValueError(
-                f"positions: expected True or False, got {self.positions!r}"
-            )
-        if self.norm not in ("layer", "rms"):
-            raise ValueError(f"norm: expected 'layer' or 'rms', got {self.norm!r}")
+        expect_choice(self.pool, "pool", POOLS)
+        expect_bool(self.positions, "positions")
+        expect_choice(self.norm, "norm", ("layer", "rms"))
         self.block_config()  # checks d_model, n_heads, d_mlp, dropout
 
     @property

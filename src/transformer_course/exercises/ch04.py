@@ -436,7 +436,7 @@ class _Parts:
         return _layer_norm(h, p[f"norm_{which}.weight"], p[f"norm_{which}.bias"])
 
     def attn(self, h):
-        return self.block.attend(h)
+        return self.block.attn(h)
 
     def mlp(self, h):
         return self.block.mlp(h)
