@@ -1,0 +1,39 @@
+"""Issue 24's proof that a refactor of the exercise layer changed no verdict:
+every answer of the recorded corpus (tests/data/verdict_corpus.json, made by
+tools/verdict_corpus.py before the refactor) gets the same status, score, checks,
+hints and note from the notebook's check, its unseen inputs seeded as then."""
+
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).parents[1] / "tools" / "verdict_corpus.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    return runpy.run_path(str(TOOL))
+
+
+def test_the_corpus_holds_every_exercise_right_wrong_and_untouched(tool):
+    from transformer_course.exercises import CHAPTERS, chapter
+
+    recorded = json.loads(tool["CORPUS"].read_text())["submissions"]
+    for n in CHAPTERS:
+        for key in chapter(n).exercises:
+            statuses = [
+                e["notebook"].get("status")
+                for e in recorded
+                if e["chapter"] == n and e["key"] == key
+            ]
+            assert "passed" in statuses, (n, key)
+            assert "not attempted" in statuses, (n, key)
+            assert "failed" in statuses, (n, key)
+    assert len(recorded) >= 300
+
+
+def test_every_recorded_verdict_is_given_again(tool):
+    changed = tool["differences"]()
+    assert not changed, "\n".join(changed[:5])

@@ -1,0 +1,222 @@
+"""The verdict corpus: what the checks say of known submissions, recorded before
+the exercise layer is refactored (issue 24) and compared after.
+
+A submission is one answer to one exercise: each chapter's reference solution,
+its stub, and every wrong or honest answer the exercise tests hold (the lists
+``MISTAKES``, ``HONEST``, ``DEGENERATE``, ... of ``tests/test_exercise*.py``).
+Its verdict is the report of the notebook's check (:func:`run_exercise`): the
+status, the score, each check's name, pass and hint, and the note; with
+``--grader``, also the sandboxed grader's points, status and hint for the same
+answer, graded in submission notebooks of one answer per exercise. The unseen
+inputs are seeded for the comparison (``os.urandom`` replaced while a verdict is
+taken), so that a verdict is the same from run to run.
+
+    python tools/verdict_corpus.py --record            # in-process verdicts
+    python tools/verdict_corpus.py --record --grader   # and the grader's (slow)
+    python tools/verdict_corpus.py --compare           # exit 1 on any change
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "verdict_corpus.json"
+if str(ROOT / "tests") not in sys.path:  # the tests' helpers and answer lists
+    sys.path.insert(0, str(ROOT / "tests"))
+TEST_MODULES = [
+    "test_exercises",
+    *(f"test_exercises_ch{n:02d}" for n in range(2, 8)),
+    "test_exercise_solutions",
+]
+
+
+@contextlib.contextmanager
+def seeded_urandom(label: str):
+    """``os.urandom`` gives a stream of bytes fixed by ``label`` meanwhile."""
+    state = hashlib.sha256(label.encode()).digest()
+    real = os.urandom
+
+    def fixed(n: int) -> bytes:
+        nonlocal state
+        out = b""
+        while len(out) < n:
+            state = hashlib.sha256(state).digest()
+            out += state
+        return out[:n]
+
+    os.urandom = fixed
+    try:
+        yield
+    finally:
+        os.urandom = real
+
+
+def _exercise_keys() -> dict[str, int]:
+    from transformer_course.exercises import CHAPTERS, chapter
+
+    return {key: n for n in CHAPTERS for key in chapter(n).exercises}
+
+
+def _answers_in(value, keys: dict[str, int]) -> Iterator[tuple[int, str, str]]:
+    """(chapter, key, source) for every entry of a test list or dict that
+    names an exercise and holds a definition of its function."""
+    from transformer_course.exercises import chapter
+
+    entries = value.items() if isinstance(value, dict) else enumerate(value)
+    for name, entry in entries:
+        items = [*(name if isinstance(name, tuple) else (name,))]
+        items += list(entry) if isinstance(entry, tuple | list) else [entry]
+        key = next((i for i in items if isinstance(i, str) and i in keys), None)
+        if key is None:
+            continue
+        function = chapter(keys[key]).exercises[key].function
+        for item in items:
+            if isinstance(item, str) and f"def {function}(" in item:
+                yield keys[key], key, item
+
+
+def submissions() -> list[dict]:
+    """Every answer of the corpus: {"id", "chapter", "key", "source"}, sorted."""
+    from exercise_helpers import read_source, solution_cells, without_markers
+
+    from transformer_course.exercises import CHAPTERS
+    from transformer_course.exercises.release import student_version
+
+    keys = _exercise_keys()
+    found: dict[tuple[int, str, str], None] = {}
+    for n in CHAPTERS:
+        source = read_source(n)
+        for key, cell in solution_cells(source).items():
+            if key in keys:
+                found[n, key, without_markers(cell)] = None
+        for key, cell in solution_cells(student_version(source)).items():
+            if key in keys:
+                found[n, key, cell] = None
+    for module_name in TEST_MODULES:
+        module = importlib.import_module(module_name)
+        for value in vars(module).values():
+            if isinstance(value, list | dict) and value:
+                with contextlib.suppress(TypeError, AttributeError):
+                    for answer in _answers_in(value, keys):
+                        found[answer] = None
+    corpus = []
+    for n, key, source in sorted(found):
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        corpus.append(
+            {"id": f"{n}/{key}/{digest}", "chapter": n, "key": key, "source": source}
+        )
+    return corpus
+
+
+def notebook_verdict(entry: dict) -> dict:
+    """The notebook's check of one answer, its unseen inputs seeded."""
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    exercise = chapter(entry["chapter"]).exercises[entry["key"]]
+    try:
+        function = namespace_from([entry["source"]]).get(exercise.function)
+    except Exception as err:  # an answer whose cell itself fails
+        return {"defined": False, "error": type(err).__name__}
+    with seeded_urandom(entry["id"]):
+        report = core.run_exercise(exercise, function)
+    return {
+        "status": report.status,
+        "score": round(report.score, 6),
+        "note": report.note,
+        "checks": [[r.name, r.passed, r.hint] for r in report.results],
+    }
+
+
+def grader_verdicts(corpus: list[dict]) -> dict[str, dict]:
+    """The sandboxed grader's points, status and hint for every answer: one
+    notebook per chapter and round, each exercise's cell the round's answer
+    (the reference where an exercise has fewer)."""
+    from exercise_helpers import submission
+
+    from transformer_course.grade import grade_notebook
+
+    by_chapter: dict[int, dict[str, list[dict]]] = {}
+    for entry in corpus:
+        by_chapter.setdefault(entry["chapter"], {}).setdefault(entry["key"], [])
+        by_chapter[entry["chapter"]][entry["key"]].append(entry)
+    verdicts = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for n, answers in sorted(by_chapter.items()):
+            rounds = max(len(a) for a in answers.values())
+            for r in range(rounds):
+                chosen = {k: a[r] for k, a in answers.items() if r < len(a)}
+                notebook = submission(
+                    {k: e["source"] for k, e in chosen.items()}, chapter=n
+                )
+                path = Path(folder) / f"{n:02d}_round{r}.ipynb"
+                import nbformat
+
+                nbformat.write(notebook, path)
+                with seeded_urandom(f"grader {n} {r}"):
+                    result = grade_notebook(path, chapter=n, only=sorted(chosen))
+                for graded in result.exercises:
+                    entry = chosen.get(graded.key)
+                    if entry is not None:
+                        verdicts[entry["id"]] = {
+                            "points": round(graded.points, 6),
+                            "status": graded.status,
+                            "hint": graded.hint,
+                        }
+                print(f"chapter {n}, round {r + 1} of {rounds}", file=sys.stderr)
+    return verdicts
+
+
+def record(path: Path = CORPUS, with_grader: bool = False) -> dict:
+    corpus = submissions()
+    for entry in corpus:
+        entry["notebook"] = notebook_verdict(entry)
+    if with_grader:
+        for entry_id, verdict in grader_verdicts(corpus).items():
+            next(e for e in corpus if e["id"] == entry_id)["grader"] = verdict
+    data = {"submissions": corpus}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return data
+
+
+def differences(path: Path = CORPUS) -> list[str]:
+    """Each recorded answer whose notebook verdict is no longer the same."""
+    recorded = json.loads(path.read_text())["submissions"]
+    changed = []
+    for entry in recorded:
+        now = notebook_verdict(entry)
+        if now != entry["notebook"]:
+            changed.append(f"{entry['id']}: {entry['notebook']} -> {now}")
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", action="store_true")
+    parser.add_argument("--grader", action="store_true")
+    parser.add_argument("--compare", action="store_true")
+    args = parser.parse_args(argv)
+    if args.record:
+        data = record(with_grader=args.grader)
+        print(f"recorded {len(data['submissions'])} answers in {CORPUS}")
+    if args.compare:
+        changed = differences()
+        print("\n".join(changed) or "every verdict as recorded")
+        return 1 if changed else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
