@@ -18,7 +18,7 @@ $(INSTALLED): requirements.txt pyproject.toml
 	touch $(INSTALLED)
 
 book: $(INSTALLED)
-	$(BIN)/python -m transformer_course.book_assets --dest _vendor
+	$(BIN)/python tools/book_assets.py --dest _vendor
 	TRANSFORMER_COURSE_ANSWERS=none $(BIN)/jupyter-book build . --all -W -n --keep-going
 	@echo "Open _build/html/index.html"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from transformer_course.book_assets import vendor_assets
+from tools.book_assets import vendor_assets
 
 ROOT = Path(__file__).resolve().parents[1]
 

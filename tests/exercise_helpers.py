@@ -5,7 +5,7 @@ from pathlib import Path
 
 import nbformat
 
-from transformer_course.exercises.release import BEGIN, END, student_version
+from tools.release import BEGIN, END, student_version
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "exercises" / "source" / "01_tokens.ipynb"

@@ -5,8 +5,8 @@ import tarfile
 
 import pytest
 
-from transformer_course import book_assets
-from transformer_course.book_assets import NpmAsset
+from tools import book_assets
+from tools.book_assets import NpmAsset
 
 
 def make_tarball(files):

@@ -5,8 +5,8 @@ import nbformat
 import pytest
 from exercise_helpers import ROOT, namespace_from, solution_cells
 
+from tools.release import student_version
 from transformer_course.exercises import CHAPTERS, chapter, core
-from transformer_course.exercises.release import student_version
 
 SOURCES = {
     n: next((ROOT / "exercises" / "source").glob(f"{n:02d}_*.ipynb")) for n in CHAPTERS

@@ -14,10 +14,10 @@ from exercise_helpers import (
     without_markers,
 )
 
+from tools.release import student_version
 from transformer_course.exercises import chapter, core, widgets
 from transformer_course.exercises.ch01 import EXERCISES, QUIZZES
 from transformer_course.exercises.ch01 import _reference_merge as merge_reference
-from transformer_course.exercises.release import student_version
 
 
 @pytest.fixture(scope="module")

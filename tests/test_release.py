@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from exercise_helpers import ROOT, read_source
 
-from transformer_course.exercises import release
+from tools import release
 
 
 def test_strip_solution_keeps_the_indent_and_the_rest():
@@ -39,10 +39,7 @@ def test_student_version_has_stubs_no_solutions_and_keeps_metadata():
 
 def test_committed_student_notebooks_are_in_sync_with_their_sources(capsys):
     status = release.main(["--root", str(ROOT), "--check"])
-    assert status == 0, (
-        capsys.readouterr().out
-        + " (run: python -m transformer_course.exercises.release)"
-    )
+    assert status == 0, capsys.readouterr().out + " (run: python tools/release.py)"
 
 
 def test_check_mode_reports_a_stale_notebook(tmp_path, capsys):

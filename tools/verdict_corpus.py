@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import importlib
 import json
@@ -31,8 +32,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "data" / "verdict_corpus.json"
-if str(ROOT / "tests") not in sys.path:  # the tests' helpers and answer lists
-    sys.path.insert(0, str(ROOT / "tests"))
+for folder in (ROOT, ROOT / "tests"):  # tools/, the tests' helpers and answers
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+SETUP = "import transformer_course as tc\n"  # as the locked setup cell has it
 TEST_MODULES = [
     "test_exercises",
     *(f"test_exercises_ch{n:02d}" for n in range(2, 8)),
@@ -89,8 +92,8 @@ def submissions() -> list[dict]:
     """Every answer of the corpus: {"id", "chapter", "key", "source"}, sorted."""
     from exercise_helpers import read_source, solution_cells, without_markers
 
+    from tools.release import student_version
     from transformer_course.exercises import CHAPTERS
-    from transformer_course.exercises.release import student_version
 
     keys = _exercise_keys()
     found: dict[tuple[int, str, str], None] = {}
@@ -118,6 +121,14 @@ def submissions() -> list[dict]:
     return corpus
 
 
+@functools.cache
+def _references(n: int) -> tuple[str, ...]:
+    """Chapter ``n``'s reference solutions, in notebook order."""
+    from exercise_helpers import read_source, solution_cells, without_markers
+
+    return tuple(without_markers(c) for c in solution_cells(read_source(n)).values())
+
+
 def notebook_verdict(entry: dict) -> dict:
     """The notebook's check of one answer, its unseen inputs seeded."""
     from exercise_helpers import namespace_from
@@ -125,8 +136,9 @@ def notebook_verdict(entry: dict) -> dict:
     from transformer_course.exercises import chapter, core
 
     exercise = chapter(entry["chapter"]).exercises[entry["key"]]
-    try:
-        function = namespace_from([entry["source"]]).get(exercise.function)
+    try:  # in a notebook whose other exercises are solved (some build on them)
+        cells = [SETUP, *_references(entry["chapter"]), entry["source"]]
+        function = namespace_from(cells).get(exercise.function)
     except Exception as err:  # an answer whose cell itself fails
         return {"defined": False, "error": type(err).__name__}
     with seeded_urandom(entry["id"]):

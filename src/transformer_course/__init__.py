@@ -33,7 +33,7 @@ training from the command line, on one process or under ``torchrun``),
 ``exercises`` (self-checking exercise notebooks), ``grade``
 (``python -m transformer_course.grade``, the autograder) with ``sandbox`` (where
 graded code runs) and ``gradebook`` (grading a class through nbgrader),
-``book_assets`` (vendored JavaScript for offline reading) and ``lab_settings``
+and ``lab_settings``
 (``python -m transformer_course.lab_settings``: JupyterLab keeps the exercise
 widgets drawn after a reopen).
 

@@ -6,8 +6,8 @@ way; nbgrader's ``generate_assignment`` reads them as they are. This module make
 the same replacement nbgrader makes, without nbgrader, for the committed student
 notebooks (``exercises/NN_topic.ipynb``) that the book shows::
 
-    python -m transformer_course.exercises.release          # rewrite all
-    python -m transformer_course.exercises.release --check  # exit 1 if out of date
+    python tools/release.py          # rewrite all
+    python tools/release.py --check  # exit 1 if out of date
 """
 
 from __future__ import annotations

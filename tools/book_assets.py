@@ -11,7 +11,7 @@ a ``<script>`` tag for every ``.js`` file) and points ``mathjax_path`` and
 
 Run by ``make book`` and by the book-build test::
 
-    python -m transformer_course.book_assets [--dest _vendor]
+    python tools/book_assets.py [--dest _vendor]
 
 The tarballs are kept in ``_vendor/.tarballs`` (Sphinx skips dot-folders when it
 copies ``_vendor``), and a stamp file records what was unpacked, so later builds
