@@ -5,7 +5,7 @@
 #   docker run --rm --cap-add SYS_ADMIN --cap-add NET_ADMIN \
 #     --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
 #     --security-opt systempaths=unconfined -v "$PWD/course:/course" -w /course \
-#     tc-grader python -m transformer_course.gradebook ch01 --course /course \
+#     tc-grader python -m transformer_course.grading.gradebook ch01 --course /course \
 #     --db sqlite:////course/gradebook.db --csv ch01.csv
 # bubblewrap makes new namespaces inside the container, which Docker's default
 # seccomp and AppArmor profiles refuse; as root it needs SYS_ADMIN for them,
@@ -27,4 +27,4 @@ RUN pip install --no-cache-dir -r requirements.txt
 
 # nbgrader calls its tools (alembic) by name: they are on PATH in this image
 WORKDIR /course
-CMD ["python", "-m", "transformer_course.gradebook", "--help"]
+CMD ["python", "-m", "transformer_course.grading.gradebook", "--help"]

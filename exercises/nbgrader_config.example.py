@@ -1,6 +1,6 @@
 # An nbgrader configuration for a class that uses this course's exercises.
 # Copy it into your course folder as nbgrader_config.py and change the paths.
-# Both nbgrader and `python -m transformer_course.gradebook` read it (from the
+# Both nbgrader and `python -m transformer_course.grading.gradebook` read it (from the
 # folder you run them in, as nbgrader does).
 c = get_config()  # noqa: F821  (nbgrader defines get_config)
 
@@ -31,4 +31,4 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # `nbgrader export` writes grades.csv as nbgrader does, and warns when points
 # changed in the source notebook since the class was graded (scores on the old
 # scale): grade the class again before exporting
-c.ExportApp.plugin_class = "transformer_course.gradebook.CheckedCsvExport"
+c.ExportApp.plugin_class = "transformer_course.grading.gradebook.CheckedCsvExport"

@@ -108,7 +108,7 @@ WRONG_SCORES = {
 def _needs_bwrap():
     import pytest
 
-    from transformer_course.sandbox import bwrap_problem
+    from transformer_course.grading.sandbox import bwrap_problem
 
     return pytest.mark.skipif(
         bwrap_problem() is not None,
@@ -170,7 +170,7 @@ def graded_points_agreeing_with_the_kernel(notebook, path, tmp_path, monkeypatch
     import pytest
     from test_agreement import kernel_scores
 
-    from transformer_course.grade import grade_notebook
+    from transformer_course.grading.grade import grade_notebook
 
     nbformat.write(notebook, path)
     graded = {e.key: e.points for e in grade_notebook(path).exercises}

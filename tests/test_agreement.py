@@ -12,8 +12,8 @@ import pytest
 from exercise_helpers import insert_after, submission
 from nbclient import NotebookClient
 
-from transformer_course.grade import grade_notebook
-from transformer_course.sandbox import bwrap_problem
+from transformer_course.grading.grade import grade_notebook
+from transformer_course.grading.sandbox import bwrap_problem
 
 pytestmark = pytest.mark.skipif(
     bwrap_problem() is not None, reason=f"no sandbox here: {bwrap_problem()}"

@@ -289,7 +289,7 @@ def test_checks_stop_a_function_that_never_returns(monkeypatch, solutions):
 def test_the_notebook_waits_as_long_as_the_grader(capsys):
     import inspect
 
-    from transformer_course import grade, gradebook
+    from transformer_course.grading import grade, gradebook
 
     for function in (grade.grade_notebook, gradebook.grade_class):
         default = inspect.signature(function).parameters["timeout"].default

@@ -24,7 +24,7 @@ from transformer_course.exercises.ch04 import (
     _reference_block,
     block_parameters,
 )
-from transformer_course.sandbox import bwrap_problem
+from transformer_course.grading.sandbox import bwrap_problem
 
 REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(4)).items()}
 # what the block exercises build on: the learner's layer_norm and mlp_forward, and
@@ -438,7 +438,7 @@ LAYER_NORM_CHEATS = {
 @pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
 @pytest.mark.parametrize("cheat", sorted(LAYER_NORM_CHEATS))
 def test_the_grader_refuses_a_layer_norm_that_is_torch_s(tmp_path, cheat):
-    from transformer_course.grade import grade_notebook
+    from transformer_course.grading.grade import grade_notebook
 
     path = tmp_path / "04_block.ipynb"
     nbformat.write(
@@ -510,7 +510,7 @@ def test_every_declared_foundation_is_called_by_the_reference_solution():
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
 def test_the_grader_names_the_learner_s_failing_layer_norm_in_the_blocks(tmp_path):
-    from transformer_course.grade import grade_notebook
+    from transformer_course.grading.grade import grade_notebook
 
     replacements = dict(REFERENCE) | {"layer_norm": UNBIASED_LN}
     notebook = submission(replacements, chapter=4)

@@ -20,8 +20,8 @@ from exercise_helpers import (
 
 from transformer_course.exercises import chapter, core
 from transformer_course.exercises.ch05 import EXERCISES, QUIZZES
+from transformer_course.grading.sandbox import bwrap_problem
 from transformer_course.positions import LearnedPositions, position_angles
-from transformer_course.sandbox import bwrap_problem
 
 REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(5)).items()}
 

@@ -30,9 +30,9 @@ from transformer_course.exercises.ch06 import (
     next_token_distribution,
 )
 from transformer_course.gpt import sample_next
+from transformer_course.grading.sandbox import bwrap_problem
 from transformer_course.kv_cache import LayerCache
 from transformer_course.multihead import MultiHeadAttention
-from transformer_course.sandbox import bwrap_problem
 
 REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(6)).items()}
 
@@ -596,7 +596,7 @@ def test_notebook_and_grader_give_the_same_points(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
 def test_the_reference_solutions_get_full_marks_from_the_grader(tmp_path):
-    from transformer_course.grade import grade_notebook
+    from transformer_course.grading.grade import grade_notebook
 
     path = tmp_path / "06_gpt.ipynb"
     nbformat.write(submission(chapter=6), path)

@@ -21,7 +21,7 @@ import transformer_course as tc
 from transformer_course import vit
 from transformer_course.exercises import chapter, core
 from transformer_course.exercises.ch07 import EXERCISES, QUIZZES
-from transformer_course.sandbox import bwrap_problem
+from transformer_course.grading.sandbox import bwrap_problem
 
 REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(7)).items()}
 

@@ -28,7 +28,7 @@ from exercise_helpers import (
 import transformer_course
 from transformer_course.exercises import CHAPTERS
 from transformer_course.exercises.ch01 import EXERCISES
-from transformer_course.grade import grade_notebook
+from transformer_course.grading.grade import grade_notebook
 
 MAX = sum(e.points for e in EXERCISES.values())
 PACKAGE = Path(transformer_course.__file__).resolve().parent
@@ -46,7 +46,7 @@ def test_cli_full_marks_for_the_solutions_and_json(tmp_path):
         [
             sys.executable,
             "-m",
-            "transformer_course.grade",
+            "transformer_course.grading.grade",
             str(path),
             "--json",
             str(out),
@@ -233,7 +233,13 @@ def test_unreadable_notebook_is_a_clean_error(tmp_path):
     bad = tmp_path / "01_tokens.ipynb"
     bad.write_text("not json")
     run = subprocess.run(
-        [sys.executable, "-m", "transformer_course.grade", str(bad), "--unsafe"],
+        [
+            sys.executable,
+            "-m",
+            "transformer_course.grading.grade",
+            str(bad),
+            "--unsafe",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -247,7 +253,7 @@ def test_without_bubblewrap_the_grader_refuses_in_one_line(tmp_path):
     path = write(tmp_path, submission())
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no bwrap
     run = subprocess.run(
-        [sys.executable, "-m", "transformer_course.grade", str(path)],
+        [sys.executable, "-m", "transformer_course.grading.grade", str(path)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -336,7 +342,7 @@ def test_the_preamble_defines_what_the_setup_cell_does(chapter):
 
     import nbformat
 
-    from transformer_course.grade import PREAMBLE
+    from transformer_course.grading.grade import PREAMBLE
 
     notebook = nbformat.read(source_path(chapter), as_version=4)
     (setup,) = [
@@ -375,7 +381,7 @@ def test_the_preamble_defines_what_the_setup_cell_does(chapter):
 def test_an_instructors_test_reads_as_the_course_exercises_do(tmp_path, cell, status):
     """Issue 21's instructor: a stub read "failed", as did a function never
     written; the course's own exercises say "not attempted" and "missing"."""
-    from transformer_course.grade import InstructorTest
+    from transformer_course.grading.grade import InstructorTest
 
     notebook = insert_after(submission(), "quiz-text", cell)
     test = InstructorTest("test_double", "assert double(2) == 4, 'not double'\n", 2.0)
@@ -426,8 +432,8 @@ def test_a_sandbox_that_never_reaches_an_exercise_says_not_graded(tmp_path, caps
     says "not graded", quotes the sandbox's stderr and exits 4."""
     from exercise_helpers import submission, write
 
-    from transformer_course import grade
-    from transformer_course.sandbox import Sandbox
+    from transformer_course.grading import grade
+    from transformer_course.grading.sandbox import Sandbox
 
     class NeverStarts(Sandbox):
         def run(self, jobs, *args, **kwargs):
@@ -450,8 +456,8 @@ def test_cells_that_crash_in_every_round_are_the_submissions_fault(tmp_path):
     An exercise that ran in every round gets its own status, the cells named."""
     from exercise_helpers import submission, write
 
-    from transformer_course import grade
-    from transformer_course.sandbox import Sandbox, SandboxResult
+    from transformer_course.grading import grade
+    from transformer_course.grading.sandbox import Sandbox, SandboxResult
 
     class CrashesAtAnotherCell(Sandbox):
         def run(self, jobs, *args, **kwargs):

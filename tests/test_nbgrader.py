@@ -25,7 +25,7 @@ from exercise_helpers import (
     without_markers,
 )
 
-from transformer_course.sandbox import bwrap_problem
+from transformer_course.grading.sandbox import bwrap_problem
 
 # The instructor's changes to the source notebook (issue 21): points, and an
 # exercise of their own (a solution cell and a 2-point test cell with a hidden test)
@@ -52,7 +52,7 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
 def gradebook_run(course: Path, *args: str) -> subprocess.CompletedProcess:
     """The course's class-grading command, run in ``course``, whatever it returns."""
     return subprocess.run(
-        [sys.executable, "-m", "transformer_course.gradebook", *args],
+        [sys.executable, "-m", "transformer_course.grading.gradebook", *args],
         cwd=course,
         capture_output=True,
         text=True,
@@ -408,7 +408,7 @@ def test_a_class_graded_as_the_readme_says(course):
     assert "patchify: 99 -> 4 changed since the class was graded" in " ".join(
         export.stderr.split()
     )
-    assert "python -m transformer_course.gradebook ch01" in export.stderr
+    assert "python -m transformer_course.grading.gradebook ch01" in export.stderr
     record_path.write_text(kept)
 
     # a typo in --student is refused: it would add a student to the gradebook
@@ -432,7 +432,7 @@ def test_class_grading_needs_the_assignment_in_the_gradebook(tmp_path):
         [
             sys.executable,
             "-m",
-            "transformer_course.gradebook",
+            "transformer_course.grading.gradebook",
             "ch09",
             "--course",
             str(tmp_path),
@@ -474,7 +474,7 @@ class _Anything:
 
 
 def test_course_settings_follow_nbgrader_config(tmp_path, monkeypatch):
-    from transformer_course.gradebook import course_settings
+    from transformer_course.grading.gradebook import course_settings
 
     (tmp_path / "nbgrader_config.py").write_text(
         "c = get_config()\n"
@@ -515,7 +515,7 @@ def test_the_container_recipe_matches_the_readme_and_ci():
         "docker build -f exercises/grader.Dockerfile -t tc-grader .",
         "docker run --rm --cap-add SYS_ADMIN --cap-add NET_ADMIN",
         "--security-opt systempaths=unconfined",
-        "tc-grader python -m transformer_course.gradebook ch01 --course /course "
+        "tc-grader python -m transformer_course.grading.gradebook ch01 --course /course "
         "--db sqlite:////course/gradebook.db --csv ch01.csv",
     ):
         assert command in readme, command
@@ -530,7 +530,7 @@ def test_settings_the_late_penalty_step_refuses_stop_before_anyone_is_graded(tmp
 
     from traitlets.config import Config
 
-    from transformer_course.gradebook import _check_late_penalty_settings
+    from transformer_course.grading.gradebook import _check_late_penalty_settings
 
     def settings(**late):
         config = Config()
@@ -554,7 +554,7 @@ def test_settings_the_late_penalty_step_refuses_stop_before_anyone_is_graded(tmp
 
 
 def test_lateness_reads_in_units_a_person_would_use():
-    from transformer_course.gradebook import hours
+    from transformer_course.grading.gradebook import hours
 
     assert hours(12) == "12 seconds"
     assert hours(1) == "1 second"
@@ -572,7 +572,7 @@ def test_lateness_reads_in_units_a_person_would_use():
     ],
 )
 def test_options_that_cannot_work_are_refused_at_once(capsys, option, value, expected):
-    from transformer_course import gradebook
+    from transformer_course.grading import gradebook
 
     with pytest.raises(SystemExit) as stopped:
         gradebook.main(["ch01", option, value])
@@ -589,8 +589,8 @@ def test_a_sandbox_that_stops_before_grading_keeps_the_earlier_score(
     exits 4 with the --student line that grades it again."""
     from nbgrader.api import Gradebook
 
-    from transformer_course import gradebook
-    from transformer_course.sandbox import Sandbox
+    from transformer_course.grading import gradebook
+    from transformer_course.grading.sandbox import Sandbox
 
     release = course / "release" / "ch01" / SOURCE.name
     fill(release, course / "submitted" / "alice" / "ch01" / SOURCE.name, {})
@@ -623,7 +623,7 @@ def test_the_csv_files_hold_no_formula_a_spreadsheet_would_run(tmp_path):
     """The sixteenth red team forged a hint starting with "=HYPERLINK(...)",
     which both CSV files carried as it was: text that starts like a formula
     gets a leading apostrophe; numbers, negative ones too, stay numbers."""
-    from transformer_course import gradebook
+    from transformer_course.grading import gradebook
 
     forged = '=HYPERLINK("https://evil.example","regrade")+1.'
     record = dict.fromkeys(gradebook.CSV_FIELDS, "")

@@ -34,14 +34,19 @@ from transformer_course.exercises.runner import (
     decode_result,
     encode_result,
 )
-from transformer_course.grade import (
+from transformer_course.grading.grade import (
     MAX_CELL_CHARS,
     MAX_NOTEBOOK_BYTES,
     grade_notebook,
     read_submission,
 )
-from transformer_course.gradebook import _not_the_students_own
-from transformer_course.sandbox import EXTRA_TASKS, Sandbox, _Cgroups, read_output
+from transformer_course.grading.gradebook import _not_the_students_own
+from transformer_course.grading.sandbox import (
+    EXTRA_TASKS,
+    Sandbox,
+    _Cgroups,
+    read_output,
+)
 
 
 def run_probe(source: str, timeout: float = 20):
@@ -558,7 +563,7 @@ def test_a_notebook_of_millions_of_json_values_is_refused_before_parsing(tmp_pat
 
 
 def test_thousands_of_oversized_cells_give_one_line_of_warnings():
-    from transformer_course.grade import _oversized_cells_left_out
+    from transformer_course.grading.grade import _oversized_cells_left_out
 
     notebook = submission()
     for _ in range(6):
@@ -747,7 +752,7 @@ def test_an_instructors_test_cell_runs_as_written(tmp_path):
     """The instructor's test cell ran through IPython, whose input transformers
     the learner's cell could change: one that empties every later cell made a
     test pass for double() returning 0 (2/2). It is compiled as it stands now."""
-    from transformer_course.grade import InstructorTest
+    from transformer_course.grading.grade import InstructorTest
 
     notebook = submission()
     insert_after(
@@ -1112,7 +1117,7 @@ def test_what_the_unseen_inputs_cover(where):
 def test_rebinding_exec_or_compile_does_not_pass_an_instructors_test(
     tmp_path, rebinding
 ):
-    from transformer_course.grade import InstructorTest
+    from transformer_course.grading.grade import InstructorTest
 
     notebook = submission()
     insert_after(notebook, "quiz-text", "def double(x):\n    return 0\n" + rebinding)
@@ -1269,7 +1274,7 @@ def test_a_cell_cannot_replace_an_instructors_test_or_read_it(tmp_path):
     rewriting the job's dict (found with gc), and read the hidden tests from
     the plan file named in sys.argv; the job's test is read before any cell
     runs, and the plan file is gone by then."""
-    from transformer_course.grade import InstructorTest
+    from transformer_course.grading.grade import InstructorTest
 
     secret = "SECRET-CASE-123"
     notebook = submission()
@@ -1337,7 +1342,7 @@ def test_a_hook_left_to_forge_an_instructors_verdict_earns_nothing(tmp_path, hoo
     """The fourteenth red team: a profile hook saw the instructor's test start
     and ended the process with a forged passing verdict (2/2 for double = 0).
     A test does not run under a hook a cell left behind."""
-    from transformer_course.grade import InstructorTest
+    from transformer_course.grading.grade import InstructorTest
 
     notebook = submission()
     insert_after(notebook, "quiz-text", FORGE_THE_TEST.replace("sys.setprofile", hook))
@@ -1387,7 +1392,7 @@ def test_a_warning_quoting_a_submission_shows_as_text_in_the_feedback():
 
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    from transformer_course.gradebook import markdown_text
+    from transformer_course.grading.gradebook import markdown_text
 
     said = (
         "chapter '<img src=x onerror=alert(1)><script>alert(1)</script>' "
@@ -1435,7 +1440,7 @@ def test_a_placeholder_quoting_a_submission_shows_as_text_in_the_feedback():
     in nbgrader's feedback page. Every placeholder text is escaped now."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-    from transformer_course.gradebook import _NotebookJob
+    from transformer_course.grading.gradebook import _NotebookJob
 
     job = _NotebookJob.__new__(_NotebookJob)
     saved = []
@@ -1473,7 +1478,7 @@ def test_no_file_in_reach_holds_the_instructors_tests(tmp_path):
     """The fifteenth red team read every instructor's test (hidden ones too)
     from plan.json in the read-only scratch folder, where the runner could not
     remove it; the plan now comes on the runner's stdin."""
-    from transformer_course.grade import InstructorTest
+    from transformer_course.grading.grade import InstructorTest
 
     notebook = submission({"merge_pair": LOOK_FOR_THE_PLAN + reference("merge_pair")})
     test = InstructorTest(

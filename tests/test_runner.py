@@ -600,7 +600,7 @@ def test_device_is_the_graders_too():
     whose preamble binds ``device`` itself. Names the grader provides are not
     held against the learner, and the grader does provide each of them."""
     from transformer_course.exercises import runner
-    from transformer_course.grade import PREAMBLE
+    from transformer_course.grading.grade import PREAMBLE
 
     namespace = {
         "In": ["", "import transformer_course as tc\ndevice = tc.setup(seed=0)"],

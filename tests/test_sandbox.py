@@ -24,8 +24,8 @@ from exercise_helpers import (
 
 import transformer_course
 from transformer_course.exercises.ch01 import EXERCISES
-from transformer_course.grade import grade_notebook, main
-from transformer_course.sandbox import bwrap_problem
+from transformer_course.grading.grade import grade_notebook, main
+from transformer_course.grading.sandbox import bwrap_problem
 
 MAX = sum(e.points for e in EXERCISES.values())
 PACKAGE = Path(transformer_course.__file__).resolve().parent
@@ -314,7 +314,13 @@ def test_malformed_or_nasty_notebooks_are_graded_or_refused_cleanly(tmp_path, da
         )
     path = write(tmp_path, notebook)
     run = subprocess.run(
-        [sys.executable, "-m", "transformer_course.grade", str(path), "--unsafe"],
+        [
+            sys.executable,
+            "-m",
+            "transformer_course.grading.grade",
+            str(path),
+            "--unsafe",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -350,7 +356,7 @@ def test_the_number_of_processes_is_limited(tmp_path):
 @needs_bwrap
 def test_the_private_tmp_is_mounted_before_folders_that_may_live_in_it(tmp_path):
     # a checkout (and its .venv) under /tmp must stay visible in the sandbox
-    from transformer_course.sandbox import Sandbox
+    from transformer_course.grading.sandbox import Sandbox
 
     command = Sandbox()._command(tmp_path, tmp_path / "plan.json")
     tmpfs_tmp = next(

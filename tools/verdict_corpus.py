@@ -157,7 +157,7 @@ def grader_verdicts(corpus: list[dict]) -> dict[str, dict]:
     (the reference where an exercise has fewer)."""
     from exercise_helpers import submission
 
-    from transformer_course.grade import grade_notebook
+    from transformer_course.grading.grade import grade_notebook
 
     by_chapter: dict[int, dict[str, list[dict]]] = {}
     for entry in corpus:

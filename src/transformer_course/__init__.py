@@ -30,9 +30,9 @@ Not imported by ``import transformer_course``: ``diagrams`` (import it by
 name), ``ngram`` (count-based n-gram baselines for chapter 6's loss curves;
 import it by name), ``train_gpt`` (``python -m transformer_course.train_gpt``,
 training from the command line, on one process or under ``torchrun``),
-``exercises`` (self-checking exercise notebooks), ``grade``
-(``python -m transformer_course.grade``, the autograder) with ``sandbox`` (where
-graded code runs) and ``gradebook`` (grading a class through nbgrader),
+``exercises`` (self-checking exercise notebooks), ``grading`` (the
+autograder, ``python -m transformer_course.grading.grade``, with ``sandbox``,
+where graded code runs, and ``gradebook``, grading a class through nbgrader),
 and ``lab_settings``
 (``python -m transformer_course.lab_settings``: JupyterLab keeps the exercise
 widgets drawn after a reopen).

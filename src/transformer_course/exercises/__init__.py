@@ -8,7 +8,7 @@ In an exercise notebook::
     ex.quiz("quiz_layout")               # a quiz question, graded on Submit
     ex.progress()                        # which exercises and quizzes pass
 
-Autograding: ``python -m transformer_course.grade NOTEBOOK.ipynb``.
+Autograding: ``python -m transformer_course.grading.grade NOTEBOOK.ipynb``.
 """
 
 from __future__ import annotations

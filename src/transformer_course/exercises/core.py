@@ -13,7 +13,7 @@ Phase 1 is the same code in the notebook and in the grader
 functions detected, the course package refused, results turned into plain data
 within size limits. In a notebook both phases run in the kernel (instant
 feedback), on the inputs as the grader's sandbox reads them back from a file
-(:func:`as_the_grader_loads`). The grader (``python -m transformer_course.grade``) runs phase 1 in a
+(:func:`as_the_grader_loads`). The grader (``python -m transformer_course.grading.grade``) runs phase 1 in a
 sandbox that holds the submission and not the course package, and phase 2 in its
 own process, where submitted code never runs: redefining or monkeypatching checks
 in the notebook cannot change a score.

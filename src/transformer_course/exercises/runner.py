@@ -14,7 +14,7 @@ learner's function through :func:`call_cases` here, so both see the same thing:
 
 This file must run where the course package cannot be imported: it imports only
 the standard library, torch and (if present) IPython. The grader's sandbox runs it
-as a script (:func:`main`), see :mod:`transformer_course.grade`.
+as a script (:func:`main`), see :mod:`transformer_course.grading.grade`.
 """
 
 from __future__ import annotations

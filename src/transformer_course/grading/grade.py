@@ -1,9 +1,9 @@
-"""Grade a submitted exercise notebook: ``python -m transformer_course.grade NB.ipynb``.
+"""Grade a submitted exercise notebook: ``python -m transformer_course.grading.grade NB.ipynb``.
 
 How a submission is graded, exercise by exercise:
 
 1. The grader makes each check's inputs (cases) in its own process.
-2. A fresh sandboxed process (:mod:`transformer_course.sandbox`: bubblewrap,
+2. A fresh sandboxed process (:mod:`transformer_course.grading.sandbox`: bubblewrap,
    without the course package, network or the rest of the file system) runs a
    preamble that stands in for the notebook's setup cell, then the learner's own
    code cells above the exercise's check cell, in notebook order: the solution
@@ -49,15 +49,15 @@ from pathlib import Path
 
 import nbformat
 
-from .exercises import CHAPTERS
-from .exercises.core import (
+from ..exercises import CHAPTERS
+from ..exercises.core import (
     CHECK_SECONDS,
     Exercise,
     foundations_note,
     outcome_from_dict,
     report_from_outcomes,
 )
-from .exercises.runner import to_plain
+from ..exercises.runner import to_plain
 from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 
 __all__ = [
@@ -789,7 +789,7 @@ def grade_notebook(
     ``points`` gives an exercise's points where the instructor changed them
     (nbgrader's ``points`` of its check cell): the score is scaled to them.
     ``tests`` are the instructor's own test cells, graded after the exercises.
-    Raises :class:`~transformer_course.sandbox.SandboxUnavailable` when
+    Raises :class:`~transformer_course.grading.sandbox.SandboxUnavailable` when
     bubblewrap cannot run here and ``unsafe`` is False.
     """
     path = Path(path)
@@ -854,7 +854,8 @@ def write_json_atomically(path: Path, data: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m transformer_course.grade", description=__doc__.splitlines()[0]
+        prog="python -m transformer_course.grading.grade",
+        description=__doc__.splitlines()[0],
     )
     parser.add_argument("notebook", type=Path)
     parser.add_argument("--json", type=Path, help="also write the grades to this file")

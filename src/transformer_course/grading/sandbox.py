@@ -1,6 +1,6 @@
 """A sandbox for graded code: bubblewrap on Linux, and what is left without it.
 
-Used by the grader (:mod:`transformer_course.grade`). Each job (one exercise of
+Used by the grader (:mod:`transformer_course.grading.grade`). Each job (one exercise of
 one submission) runs :mod:`transformer_course.exercises.runner` as a script in a
 fresh process:
 
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from .exercises.runner import (
+from ..exercises.runner import (
     WIRE_LIMITS,
     WireError,
     _descendants,
@@ -61,8 +61,8 @@ from .exercises.runner import (
 
 __all__ = ["Sandbox", "SandboxResult", "SandboxUnavailable", "bwrap_problem"]
 
-RUNNER = Path(__file__).resolve().parent / "exercises" / "runner.py"
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]
+RUNNER = PACKAGE / "exercises" / "runner.py"
 INSIDE_RUNNER = "/opt/transformer_course_grader/runner.py"
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 #: What of the host's /etc Python, PyTorch and matplotlib use (the dynamic

@@ -1,9 +1,9 @@
-"""Grade a class: ``python -m transformer_course.gradebook ASSIGNMENT``.
+"""Grade a class: ``python -m transformer_course.grading.gradebook ASSIGNMENT``.
 
 The safe way to autograde a class with nbgrader. nbgrader keeps doing what it is
 good at (``generate_assignment``, release, collect, the gradebook, late
 penalties, ``generate_feedback``, ``release_feedback``, ``export``), but the
-scores come from the course grader (:mod:`transformer_course.grade`), which runs
+scores come from the course grader (:mod:`transformer_course.grading.grade`), which runs
 each submission in a sandbox and judges the results in its own process.
 ``nbgrader autograde`` is never needed: it would run each student's code
 unsandboxed, and score it with check cells that run inside the student's own
@@ -62,7 +62,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.plugins.export import CsvExportPlugin
 
-from .exercises.core import CHECK_SECONDS
+from ..exercises.core import CHECK_SECONDS
 from .grade import (
     NOT_GRADED,
     ExerciseGrade,
@@ -103,7 +103,7 @@ class ClassRow:
 CSV_FIELDS = [f.name for f in fields(ClassRow)]
 
 # nbgrader's steps log what this command reports itself (lateness, penalties)
-_NBGRADER_LOG = logging.getLogger("transformer_course.gradebook.nbgrader")
+_NBGRADER_LOG = logging.getLogger("transformer_course.grading.gradebook.nbgrader")
 _NBGRADER_LOG.addHandler(logging.NullHandler())
 _NBGRADER_LOG.propagate = False
 
@@ -327,7 +327,7 @@ class _Plan:
 
 
 def _plan_of(gradebook, notebook) -> _Plan:
-    from .exercises import CHAPTERS
+    from ..exercises import CHAPTERS
 
     prefix = notebook.name.split("_", 1)[0]
     chapter = int(prefix) if prefix.isdigit() and int(prefix) in CHAPTERS else None
@@ -958,7 +958,7 @@ def stale_points_warning(root: Path, assignment: str, points) -> str:
     return (
         f"{assignment}: the points of {', '.join(changed)} changed since the class "
         "was graded, so the gradebook's scores are on the old scale. Grade the "
-        f"class again first: python -m transformer_course.gradebook {assignment}"
+        f"class again first: python -m transformer_course.grading.gradebook {assignment}"
     )
 
 
@@ -967,7 +967,7 @@ class CheckedCsvExport(CsvExportPlugin):
     for each assignment whose points changed since the class was graded.
 
     Named in ``nbgrader_config.py``: ``c.ExportApp.plugin_class =
-    "transformer_course.gradebook.CheckedCsvExport"``.
+    "transformer_course.grading.gradebook.CheckedCsvExport"``.
     """
 
     def export(self, gradebook) -> None:
@@ -1133,7 +1133,7 @@ def write_summary(path: Path, table: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m transformer_course.gradebook",
+        prog="python -m transformer_course.grading.gradebook",
         description=__doc__.splitlines()[0],
     )
     parser.add_argument("assignment", help="the nbgrader assignment, e.g. ch01")
@@ -1197,7 +1197,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"refusing to regrade only {', '.join(args.student)}: the points of "
                 f"{', '.join(changed)} changed since the class was graded, so the "
                 "other students' scores are on the old scale. Regrade the whole "
-                f"class (without --student): python -m transformer_course.gradebook "
+                f"class (without --student): python -m transformer_course.grading.gradebook "
                 f"{args.assignment}" + (f" --csv {args.csv}" if args.csv else ""),
                 file=sys.stderr,
             )
@@ -1236,7 +1236,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\n{plural(len(failed), 'student')} not graded (the sandbox stopped "
             "before their exercises; their earlier scores, if any, are kept): grade "
-            "them again: python -m transformer_course.gradebook "
+            "them again: python -m transformer_course.grading.gradebook "
             f"{args.assignment} " + " ".join(f"--student {s}" for s in failed),
             file=sys.stderr,
         )
