@@ -3,7 +3,7 @@
 The reference has the same embeddings, positions, tied head and sizes, and
 its blocks are ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True,
 activation="gelu", dropout=0)`` with torch's causal mask, holding our weights
-(copied with ``tc.block.to_torch``); the two give the same logits, which the
+(copied with ``tc.torch_layers.to_torch``); the two give the same logits, which the
 script checks before timing. Each step is forward, cross-entropy, backward and
 an AdamW update on the same batch; the two models alternate step by step in
 one process, so that machine noise hits both alike. Goal (issue 13): median
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import transformer_course as tc
-from transformer_course.block import to_torch
+from transformer_course.torch_layers import to_torch
 
 
 class TorchGPT(nn.Module):

@@ -1,7 +1,7 @@
 """Forward+backward time and peak memory: tc.MultiHeadAttention vs nn.MultiheadAttention.
 
 Both run on the same inputs with the same weights (copied with
-``tc.multihead.to_torch``), in the same process, alternating, so the ratio is
+``tc.torch_layers.to_torch``), in the same process, alternating, so the ratio is
 fair on a shared machine. Goal (issue 6): time ratio ≤ 1.05.
 
     python benchmarks/multihead_attention.py            # the two configurations
@@ -18,7 +18,7 @@ import torch
 
 import transformer_course as tc
 from transformer_course.benchmark import peak_memory
-from transformer_course.multihead import to_torch
+from transformer_course.torch_layers import to_torch
 
 
 def step(module, x, upstream, reference: bool) -> None:

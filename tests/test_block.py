@@ -6,6 +6,7 @@ from torch import nn
 
 import transformer_course as tc
 from transformer_course import block as blk
+from transformer_course import torch_layers
 
 F64 = torch.float64
 B, N, D, H = 3, 6, 16, 4
@@ -78,7 +79,7 @@ def assert_same_outputs_and_gradients(ours, layer, out, expected, x):
 )
 def test_block_equals_torch_encoder_layer(norm_first, activation, kind):
     layer = torch_layer(norm_first, activation)
-    ours = blk.from_torch(layer)
+    ours = torch_layers.from_torch(layer)
     assert ours.config.norm_first is norm_first
     mask, is_causal, src_mask, padding = masks(kind)
     x = torch.randn(B, N, D, dtype=F64, requires_grad=True)
@@ -93,12 +94,12 @@ def test_to_torch_gives_the_same_layer(norm_first, bias):
     torch.manual_seed(1)
     config = tc.BlockConfig(D, H, d_mlp=20, norm_first=norm_first, bias=bias)
     ours = tc.Block(config).double()
-    layer = blk.to_torch(ours)
+    layer = torch_layers.to_torch(ours)
     assert layer.norm_first is norm_first
     x = torch.randn(B, N, D, dtype=F64, requires_grad=True)
     out, expected = ours(x, is_causal=True), layer(x, src_mask=masks("causal")[2])
     torch.testing.assert_close(out, expected)
-    back = blk.from_torch(layer)
+    back = torch_layers.from_torch(layer)
     assert back.config == config
     torch.testing.assert_close(back(x, is_causal=True), out)
 
@@ -112,7 +113,7 @@ def test_a_stack_of_blocks_equals_torch_transformer_encoder(norm_first):
     with torch.no_grad():  # the M clones start equal: make them differ
         for p in encoder.parameters():
             p.add_(0.1 * torch.randn_like(p))
-    blocks = nn.ModuleList(blk.from_torch(layer) for layer in encoder.layers)
+    blocks = nn.ModuleList(torch_layers.from_torch(layer) for layer in encoder.layers)
     x = torch.randn(B, N, D, dtype=F64, requires_grad=True)
     out = x
     for block in blocks:
@@ -226,7 +227,7 @@ def test_a_wrong_width_names_expected_and_given_shapes():
 
 def test_to_torch_refuses_rms_norm():
     with pytest.raises(ValueError, match="LayerNorm only"):
-        blk.to_torch(tc.Block(tc.BlockConfig(D, H, norm="rms")))
+        torch_layers.to_torch(tc.Block(tc.BlockConfig(D, H, norm="rms")))
 
 
 @pytest.mark.parametrize("name", blk.__all__)
@@ -317,7 +318,7 @@ def test_rotary_adds_no_parameters_and_is_off_by_default():
             r"offset \+ N = 4 \+ 6 = 10 exceeds max_len = 8",
         ),
         (
-            lambda: blk.to_torch(tc.Block(tc.BlockConfig(D, H, rotary=True))),
+            lambda: torch_layers.to_torch(tc.Block(tc.BlockConfig(D, H, rotary=True))),
             r"to_torch: torch's layer has no rotary positions, got rotary=True",
         ),
     ],
@@ -359,7 +360,7 @@ def test_a_block_without_residuals_replaces_its_input(norm_first):
     with_residuals.load_state_dict(block.state_dict())  # the same weights
     assert not torch.allclose(with_residuals(x, mask=mask), expected)
     with pytest.raises(ValueError, match="residual=False"):
-        blk.to_torch(block)
+        torch_layers.to_torch(block)
 
 
 @pytest.mark.parametrize("norm_first", [True, False], ids=["pre-norm", "post-norm"])
@@ -374,9 +375,9 @@ def test_a_block_stack_equals_torch_transformer_encoder_with_its_final_norm(
     with torch.no_grad():
         for p in encoder.parameters():
             p.add_(0.1 * torch.randn_like(p))
-    stack = tc.BlockStack(blk.from_torch(encoder.layers[0]).config, M).double()
+    stack = tc.BlockStack(torch_layers.from_torch(encoder.layers[0]).config, M).double()
     for ours, theirs in zip(stack.blocks, encoder.layers, strict=True):
-        ours.load_state_dict(blk.from_torch(theirs).state_dict())
+        ours.load_state_dict(torch_layers.from_torch(theirs).state_dict())
     if norm_first:
         stack.final_norm.load_state_dict(final.state_dict())
     else:
@@ -446,3 +447,10 @@ def test_flop_shares_are_equal_at_twice_the_width():
     assert at[128]["mlp"] == at[128]["attention"]  # N = 2D, eq. (4.2)
     assert at[127]["mlp"] > at[127]["attention"]
     assert at[129]["mlp"] < at[129]["attention"]
+
+
+def test_torch_layers_refuse_what_they_cannot_convert():
+    with pytest.raises(TypeError, match="expected a MultiHeadAttention or a Block, got"):
+        torch_layers.to_torch(nn.Linear(2, 2))
+    with pytest.raises(TypeError, match="expected an nn.MultiheadAttention or an"):
+        torch_layers.from_torch(nn.Linear(2, 2))

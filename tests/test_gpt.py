@@ -14,7 +14,7 @@ from torch import nn
 
 import transformer_course as tc
 from transformer_course import block as blk
-from transformer_course import train
+from transformer_course import torch_layers, train
 from transformer_course.gpt import sample_next
 
 F64 = torch.float64
@@ -57,7 +57,7 @@ def seeded(seed=0):
 def torch_reference(gpt):
     """nn.TransformerEncoder (pre-norm, GELU, final LayerNorm) with the GPT's weights."""
     c = gpt.config
-    layers = [blk.to_torch(b) for b in gpt.blocks.blocks]
+    layers = [torch_layers.to_torch(b) for b in gpt.blocks.blocks]
     encoder = nn.TransformerEncoder(
         layers[0],
         num_layers=c.n_layers,

@@ -6,6 +6,7 @@ from torch import nn
 
 import transformer_course as tc
 from transformer_course import multihead as mh
+from transformer_course import torch_layers
 
 F64 = torch.float64
 
@@ -13,7 +14,7 @@ F64 = torch.float64
 def pair(d_model=12, n_heads=3, bias=True, seed=0):
     torch.manual_seed(seed)
     ours = mh.MultiHeadAttention(d_model, n_heads, bias=bias).double()
-    return ours, mh.to_torch(ours)
+    return ours, torch_layers.to_torch(ours)
 
 
 def grads(out, params, upstream):
@@ -187,10 +188,10 @@ def test_need_weights_returns_each_heads_weights():
 def test_conversion_both_ways():
     torch.manual_seed(3)
     reference = nn.MultiheadAttention(16, 4, batch_first=True).double()
-    ours = mh.from_torch(reference)
+    ours = torch_layers.from_torch(reference)
     x = torch.randn(2, 7, 16, dtype=F64)
     torch.testing.assert_close(ours(x), reference(x, x, x, need_weights=False)[0])
-    back = mh.to_torch(ours)
+    back = torch_layers.to_torch(ours)
     torch.testing.assert_close(back(x, x, x)[0], reference(x, x, x)[0])
 
 
@@ -497,7 +498,7 @@ def test_rotary_keeps_the_state_dict_and_the_defaults():
             r"= 4, got head_dim=8",
         ),
         (
-            lambda: mh.to_torch(rotary_pair()[0]),
+            lambda: torch_layers.to_torch(rotary_pair()[0]),
             r"to_torch: nn.MultiheadAttention has no rotary positions",
         ),
         (

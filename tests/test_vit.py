@@ -9,7 +9,7 @@ from torch import nn
 
 import transformer_course as tc
 from transformer_course import vit
-from transformer_course.block import to_torch
+from transformer_course.torch_layers import to_torch
 
 F64 = torch.float64
 

@@ -13,9 +13,10 @@ lives in one module, roughly one per chapter:
 ``word_vectors``  co-occurrence word vectors and similarity (chapter 1)
 ``attention``     softmax, scaled dot-product and additive attention (chapter 2)
 ``benchmark``     time and peak tensor memory of a call (chapter 2 on)
-``multihead``     multi-head self-attention, both forms, torch conversion (chapter 3)
+``multihead``     multi-head self-attention, both forms (chapter 3)
 ``norms``         LayerNorm (Turner's TokenNorm), RMSNorm, BatchNorm (chapter 4)
 ``block``         the transformer block: MLP, residuals, pre-/post-norm (chapter 4)
+``torch_layers``  attention and blocks to and from PyTorch's layers (chapters 3, 4)
 ``positions``     sinusoidal, learned, rotary (RoPE) and ALiBi positions (chapter 5)
 ``kv_cache``      keys and values of earlier tokens, for generation (chapter 6)
 ``gpt``           a GPT: causal language model, sampling, generation (chapter 6)
@@ -41,6 +42,7 @@ The test tests/test_package.py lists the package's modules and checks that each
 is named here.
 """
 
+from . import torch_layers as torch_layers  # to and from PyTorch's layers
 from .attention import (
     AdditiveAttention,
     SelfAttention,

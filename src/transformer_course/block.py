@@ -21,7 +21,8 @@ block whose branches output zero passes its input through unchanged
 
 Blocks are stacked M times, each applied to the output of the one before. The
 block converts to and from ``torch.nn.TransformerEncoderLayer`` (batch_first,
-norm_first either way), and tests prove the two agree, outputs and gradients.
+norm_first either way; :mod:`~transformer_course.torch_layers`), and tests prove
+the two agree, outputs and gradients.
 
 Chapter 5 adds rotary positions as a choice of the config: with
 ``BlockConfig(..., rotary=True)`` the block's attention turns each head's
@@ -61,9 +62,7 @@ __all__ = [
     "BlockConfig",
     "BlockStack",
     "flop_count",
-    "from_torch",
     "parameter_count",
-    "to_torch",
 ]
 
 ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU}
@@ -226,87 +225,6 @@ class Block(nn.Module):
         expect_shape(x, "B N D", "x", D=self.config.d_model)
         h = self.norm_1(x) if self.config.norm_first else x
         return self.attn(h, mask, is_causal, need_weights=True, offset=offset)[1]
-
-
-def _activation_name(layer: nn.TransformerEncoderLayer) -> str:
-    """The name of a layer's activation, "relu" or "gelu"."""
-    code = getattr(layer, "activation_relu_or_gelu", 0)  # torch: 1 relu, 2 gelu
-    if code not in (1, 2):
-        raise ValueError(
-            f"from_torch: expected activation 'relu' or 'gelu', got {layer.activation}"
-        )
-    return "relu" if code == 1 else "gelu"
-
-
-def from_torch(layer: nn.TransformerEncoderLayer) -> Block:
-    """Chapter 4: a :class:`Block` with the weights of an ``nn.TransformerEncoderLayer``.
-
-    Pre-norm if the layer has ``norm_first=True``, else post-norm. The layer's
-    ``batch_first`` does not matter (it changes the input layout, not the
-    weights): the block always takes (B, N, D). The two agree exactly with
-    dropout 0; in training, torch also drops inside the MLP's hidden layer.
-    """
-    weight = layer.linear1.weight  # (d_mlp, D)
-    config = BlockConfig(
-        d_model=layer.self_attn.embed_dim,
-        n_heads=layer.self_attn.num_heads,
-        d_mlp=weight.shape[0],
-        dropout=layer.dropout.p,
-        bias=layer.linear1.bias is not None,
-        norm="layer",
-        norm_first=layer.norm_first,
-        activation=_activation_name(layer),
-        eps=layer.norm1.eps,
-    )
-    block = Block(config).to(weight.device, weight.dtype)
-    block.attn = multihead.from_torch(layer.self_attn)
-    block.mlp.up_proj.load_state_dict(layer.linear1.state_dict())  # W_1, b_1
-    block.mlp.down_proj.load_state_dict(layer.linear2.state_dict())  # W_2, b_2
-    block.norm_1.load_state_dict(layer.norm1.state_dict())  # weight γ, bias β
-    block.norm_2.load_state_dict(layer.norm2.state_dict())
-    return block
-
-
-def to_torch(block: Block) -> nn.TransformerEncoderLayer:
-    """Chapter 4: an ``nn.TransformerEncoderLayer(batch_first=True)`` with this block's weights.
-
-    Raises ValueError for ``norm="rms"`` or ``"none"``: torch's layer has
-    LayerNorm only; for ``rotary=True``: it has no rotary positions either; and
-    for ``residual=False``.
-    """
-    c = block.config
-    if c.norm != "layer":
-        raise ValueError(
-            f"to_torch: torch's layer has LayerNorm only, got norm={c.norm!r}"
-        )
-    if c.rotary:
-        raise ValueError(
-            "to_torch: torch's layer has no rotary positions, got rotary=True"
-        )
-    if not c.residual:
-        raise ValueError(
-            "to_torch: torch's layer always has residual connections, got residual=False"
-        )
-    weight = block.mlp.up_proj.weight
-    layer = nn.TransformerEncoderLayer(
-        c.d_model,
-        c.n_heads,
-        dim_feedforward=c.d_mlp,
-        dropout=c.dropout,
-        activation=c.activation,
-        layer_norm_eps=c.eps,
-        batch_first=True,
-        norm_first=c.norm_first,
-        bias=c.bias,
-        device=weight.device,
-        dtype=weight.dtype,
-    )
-    layer.self_attn.load_state_dict(multihead.to_torch(block.attn).state_dict())
-    layer.linear1.load_state_dict(block.mlp.up_proj.state_dict())
-    layer.linear2.load_state_dict(block.mlp.down_proj.state_dict())
-    layer.norm1.load_state_dict(block.norm_1.state_dict())
-    layer.norm2.load_state_dict(block.norm_2.state_dict())
-    return layer
 
 
 class BlockStack(nn.Module):

@@ -16,7 +16,8 @@ path calls PyTorch's fused ``scaled_dot_product_attention``; with
 (:func:`transformer_course.attention.scaled_dot_product_attention`), which also
 returns the per-head weights. Both paths take their mask from
 :func:`transformer_course.attention.attention_mask`, so they accept, combine and
-reject masks alike. Weights convert to and from ``torch.nn.MultiheadAttention``.
+reject masks alike. Weights convert to and from ``torch.nn.MultiheadAttention``
+(:mod:`~transformer_course.torch_layers`).
 
 Chapter 5 adds one option: ``rotary``, a
 :class:`~transformer_course.positions.RotaryEmbedding` that turns each head's
@@ -53,14 +54,12 @@ __all__ = [
     "MultiHeadAttention",
     "feature_mixing",
     "flop_count",
-    "from_torch",
     "head_value_maps",
     "merge_heads",
     "minimal_forward",
     "parameter_count",
     "split_heads",
     "sum_over_heads",
-    "to_torch",
 ]
 
 
@@ -336,55 +335,3 @@ def flop_count(d_model: int, n_heads: int, n_tokens: int) -> int:
     _expect_heads(d_model, n_heads)
     expect_int(n_tokens, "n_tokens", least=0)
     return 8 * n_tokens * d_model * d_model + 4 * n_tokens * n_tokens * d_model
-
-
-def to_torch(module: MultiHeadAttention) -> nn.MultiheadAttention:
-    """An ``nn.MultiheadAttention(batch_first=True)`` with this module's weights.
-
-    Raises ValueError for a module with rotary positions: torch's layer has none.
-    """
-    if module.rotary is not None:
-        raise ValueError(
-            "to_torch: nn.MultiheadAttention has no rotary positions, got a "
-            "module with rotary set"
-        )
-    has_bias = module.qkv_proj.bias is not None
-    reference = nn.MultiheadAttention(
-        module.d_model,
-        module.n_heads,
-        dropout=module.dropout,
-        bias=has_bias,
-        batch_first=True,
-        device=module.qkv_proj.weight.device,
-        dtype=module.qkv_proj.weight.dtype,
-    )
-    with torch.no_grad():
-        reference.in_proj_weight.copy_(module.qkv_proj.weight)  # (3D, D), rows q, k, v
-        reference.out_proj.weight.copy_(module.out_proj.weight)
-        if has_bias:
-            reference.in_proj_bias.copy_(module.qkv_proj.bias)
-            reference.out_proj.bias.copy_(module.out_proj.bias)
-    return reference
-
-
-def from_torch(reference: nn.MultiheadAttention) -> MultiHeadAttention:
-    """A :class:`MultiHeadAttention` with the weights of an ``nn.MultiheadAttention``."""
-    if reference.in_proj_weight is None:
-        raise ValueError(
-            "from_torch: expected packed q/k/v weights (kdim == vdim == embed_dim)"
-        )
-    has_bias = reference.in_proj_bias is not None
-    module = MultiHeadAttention(
-        reference.embed_dim,
-        reference.num_heads,
-        bias=has_bias,
-        dropout=reference.dropout,
-    )
-    module = module.to(reference.in_proj_weight.device, reference.in_proj_weight.dtype)
-    with torch.no_grad():
-        module.qkv_proj.weight.copy_(reference.in_proj_weight)
-        module.out_proj.weight.copy_(reference.out_proj.weight)
-        if has_bias:
-            module.qkv_proj.bias.copy_(reference.in_proj_bias)
-            module.out_proj.bias.copy_(reference.out_proj.bias)
-    return module
