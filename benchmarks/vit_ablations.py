@@ -1,6 +1,6 @@
 """Chapter 7's ablations at full length: pooling, patch size and positions.
 
-Each variant changes one field of ``tc.vit.DIGITS`` and is trained with the
+Each variant changes one field of ``tc.train_vit.DIGITS`` and is trained with the
 same loop for the same number of steps, seeds 0, 1 and 2, on the course's
 digits split; the script prints the test accuracy's mean and spread and the
 training time. The chapter runs shorter versions of the same comparisons
@@ -24,7 +24,7 @@ import torch
 
 import transformer_course as tc
 from transformer_course.seeds import record
-from transformer_course.vit import DIGITS, train_on_digits
+from transformer_course.train_vit import DIGITS, train_on_digits
 
 #: name: the fields of DIGITS.model that the variant changes
 VARIANTS = {

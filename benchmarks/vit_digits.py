@@ -27,7 +27,7 @@ import torch
 
 import transformer_course as tc
 from transformer_course.seeds import record
-from transformer_course.vit import DIGITS, fit_on_digits, train_on_digits
+from transformer_course.train_vit import DIGITS, fit_on_digits, train_on_digits
 
 SECONDS_PER_SEED = 60
 

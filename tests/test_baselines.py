@@ -62,7 +62,7 @@ def test_a_convolution_is_translation_equivariant_before_the_pooling():
 
 def test_the_cnn_trains_with_the_course_loop():
     digits = tc.load_digits()
-    run = tc.vit.DigitsRun(
+    run = tc.train_vit.DigitsRun(
         model={},
         train={
             "steps": 150,
@@ -75,7 +75,7 @@ def test_the_cnn_trains_with_the_course_loop():
     )
     torch.manual_seed(0)
     cnn = tc.SmallCNN()
-    history = tc.vit.fit_on_digits(cnn, digits, run)
+    history = tc.train_vit.fit_on_digits(cnn, digits, run)
     assert not cnn.training
     with torch.no_grad():
         accuracy = (cnn(digits.x_test).argmax(-1) == digits.y_test).float().mean()

@@ -450,7 +450,9 @@ def test_flop_shares_are_equal_at_twice_the_width():
 
 
 def test_torch_layers_refuse_what_they_cannot_convert():
-    with pytest.raises(TypeError, match="expected a MultiHeadAttention or a Block, got"):
+    with pytest.raises(
+        TypeError, match="expected a MultiHeadAttention or a Block, got"
+    ):
         torch_layers.to_torch(nn.Linear(2, 2))
-    with pytest.raises(TypeError, match="expected an nn.MultiheadAttention or an"):
+    with pytest.raises(TypeError, match=r"expected an nn\.MultiheadAttention or an"):
         torch_layers.from_torch(nn.Linear(2, 2))

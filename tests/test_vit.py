@@ -267,18 +267,18 @@ def test_every_public_object_names_its_chapter(name):
 def test_random_shifts_move_each_image_by_at_most_max_shift_with_zeros_behind():
     x = torch.zeros(50, 1, 8, 8)
     x[:, 0, 3, 4] = 1  # one lit pixel per image, at row 3, column 4
-    moved = tc.vit.random_shifts(x, 1, torch.Generator().manual_seed(0))
+    moved = tc.train_vit.random_shifts(x, 1, torch.Generator().manual_seed(0))
     assert moved.shape == x.shape
     assert torch.equal(moved.sum((1, 2, 3)), torch.ones(50))  # nothing lost at 1 pixel
     where = moved[:, 0].flatten(1).argmax(1)  # (50,) flat index of the lit pixel
     rows, cols = where // 8, where % 8
     assert set(rows.tolist()) == {2, 3, 4}
     assert set(cols.tolist()) == {3, 4, 5}
-    assert torch.equal(tc.vit.random_shifts(x, 0), x)
+    assert torch.equal(tc.train_vit.random_shifts(x, 0), x)
     # a pixel moved off the edge is gone, and zeros come in
     edge = torch.zeros(200, 1, 8, 8)
     edge[:, 0, 0, 0] = 1
-    sums = tc.vit.random_shifts(edge, 1, torch.Generator().manual_seed(1)).sum(
+    sums = tc.train_vit.random_shifts(edge, 1, torch.Generator().manual_seed(1)).sum(
         (1, 2, 3)
     )
     assert set(sums.tolist()) == {0.0, 1.0}
@@ -286,18 +286,18 @@ def test_random_shifts_move_each_image_by_at_most_max_shift_with_zeros_behind():
 
 def test_random_shifts_are_set_by_the_generator_and_check_their_input():
     x = torch.rand(4, 3, 8, 8)
-    a = tc.vit.random_shifts(x, 2, torch.Generator().manual_seed(5))
-    b = tc.vit.random_shifts(x, 2, torch.Generator().manual_seed(5))
+    a = tc.train_vit.random_shifts(x, 2, torch.Generator().manual_seed(5))
+    b = tc.train_vit.random_shifts(x, 2, torch.Generator().manual_seed(5))
     assert torch.equal(a, b)
     with pytest.raises(ValueError, match="max_shift: expected an int ≥ 0, got -1"):
-        tc.vit.random_shifts(x, -1)
+        tc.train_vit.random_shifts(x, -1)
     with pytest.raises(tc.ShapeError, match=r"images: expected shape \(B, C, H, W\)"):
-        tc.vit.random_shifts(x[0], 1)
+        tc.train_vit.random_shifts(x[0], 1)
 
 
 def test_digit_batches_draw_training_images_and_return_the_whole_test_split():
     digits = tc.load_digits()
-    get_batch = tc.vit.digit_batches(digits, batch_size=32, max_shift=0, seed=3)
+    get_batch = tc.train_vit.digit_batches(digits, batch_size=32, max_shift=0, seed=3)
     x, y = get_batch("train", 7)
     assert x.shape == (32, 1, 8, 8)
     assert y.shape == (32,)
@@ -319,7 +319,7 @@ def test_digit_batches_draw_training_images_and_return_the_whole_test_split():
 
 def test_train_on_digits_learns_and_is_deterministic():
     digits = tc.load_digits()
-    run = tc.vit.DigitsRun(
+    run = tc.train_vit.DigitsRun(
         model={"d_model": 32, "n_layers": 1, "n_heads": 2},
         train={
             "steps": 300,
@@ -331,8 +331,8 @@ def test_train_on_digits_learns_and_is_deterministic():
         },
         max_shift=0,
     )
-    model, history = tc.vit.train_on_digits(digits, run, seed=0)
-    _, history_again = tc.vit.train_on_digits(digits, run, seed=0)
+    model, history = tc.train_vit.train_on_digits(digits, run, seed=0)
+    _, history_again = tc.train_vit.train_on_digits(digits, run, seed=0)
     assert history.train_losses == history_again.train_losses
     assert not model.training
     with torch.no_grad():
@@ -341,7 +341,7 @@ def test_train_on_digits_learns_and_is_deterministic():
     assert history.val_losses[-1] < math.log(10) - 0.5  # below a uniform guess
     assert accuracy > 0.5  # ten classes: 0.1 by chance
     with pytest.raises(ValueError, match="pool"):
-        tc.vit.train_on_digits(digits, run, pool="max")
+        tc.train_vit.train_on_digits(digits, run, pool="max")
 
 
 @pytest.mark.parametrize("patch_size", [1, 2, 4])

@@ -21,6 +21,7 @@ lives in one module, roughly one per chapter:
 ``kv_cache``      keys and values of earlier tokens, for generation (chapter 6)
 ``gpt``           a GPT: causal language model, sampling, generation (chapter 6)
 ``vit``           a vision transformer: patches, class token, attention rollout (chapter 7)
+``train_vit``     the ViT's training recipe for the digits: shifts, runs (chapter 7)
 ``baselines``     kNN, an SVM and a small CNN on the digits, for the ViT (chapter 7)
 ``train``         the training loop and its checkpoints (chapters 4, 6, 7)
 ``seeds``         a figure over seeds: mean, sd, 95 % interval; recorded figures (ch. 7)
@@ -43,6 +44,7 @@ is named here.
 """
 
 from . import torch_layers as torch_layers  # to and from PyTorch's layers
+from . import train_vit as train_vit  # chapter 7's recipe for the digits
 from .attention import (
     AdditiveAttention,
     SelfAttention,
