@@ -143,19 +143,19 @@ def test_nearest_needs_two_rows_and_a_tensor():
             torch.tensor([0, 2, -1, 3]),
             {},
             ValueError,
-            r"ids: expected word ids in 0..5, got values in -1..3",
+            r"ids: expected token ids in 0\.\.5, got values from -1 to 3",
         ),
         (
             torch.tensor([0, 6, 2]),
             {},
             ValueError,
-            r"ids: expected word ids in 0..5, got values in 0..6",
+            r"ids: expected token ids in 0\.\.5, got values from 0 to 6",
         ),
         (
             torch.tensor([0.0, 1.0]),
             {},
             TypeError,
-            r"ids: expected an integer tensor of word ids, got torch.float32",
+            r"ids: expected integer token ids, got dtype torch.float32",
         ),
         (
             [0, 1, 2],

@@ -177,10 +177,13 @@ def expect_number(
     return value
 
 
-def expect_token_ids(ids: object, vocab_size: int, name: str = "ids") -> None:
-    """A ShapeError unless ``ids`` is (B, N); a TypeError unless it holds
-    integers; a ValueError unless every id is in 0..vocab_size − 1."""
-    expect_shape(ids, "B N", name)
+def expect_token_ids(
+    ids: object, vocab_size: int, name: str = "ids", shape: str = "B N"
+) -> None:
+    """A ShapeError unless ``ids`` has ``shape`` ((B, N) by default); a
+    TypeError unless it holds integers; a ValueError unless every id is in
+    0..vocab_size − 1."""
+    expect_shape(ids, shape, name)
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise TypeError(f"{name}: expected integer token ids, got dtype {ids.dtype}")
     if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):

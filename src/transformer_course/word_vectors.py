@@ -16,7 +16,7 @@ import operator
 import torch
 import torch.nn.functional as F
 
-from .shapes import expect_shape
+from .shapes import expect_shape, expect_token_ids
 from .tokens import WordTokenizer
 
 __all__ = [
@@ -55,16 +55,9 @@ def cooccurrence(ids: torch.Tensor, vocab_size: int, window: int = 2) -> torch.T
         (V, V) float64: entry [a, b] counts the positions i != j, |i - j| <= window,
         with ids[i] == a and ids[j] == b.
     """
-    expect_shape(ids, "N", "ids")
     vocab_size = _expect_int(vocab_size, "vocab_size", 1)
     window = _expect_int(window, "window", 1)
-    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
-        raise TypeError(f"ids: expected an integer tensor of word ids, got {ids.dtype}")
-    if ids.numel() and (ids.min() < 0 or ids.max() >= vocab_size):
-        raise ValueError(
-            f"ids: expected word ids in 0..{vocab_size - 1}, "
-            f"got values in {ids.min()}..{ids.max()}"
-        )
+    expect_token_ids(ids, vocab_size, shape="N")  # (N,) word ids in 0..V − 1
     ids = ids.long()  # index_put_ wants int64 indices
     counts = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
     ones = torch.ones(max(len(ids) - 1, 0), dtype=torch.float64)

@@ -200,6 +200,22 @@ class NotebookGrade:
         return "\n".join(header + lines)
 
 
+def add_sandbox_options(parser: argparse.ArgumentParser) -> None:
+    """``--timeout SECONDS`` (per cell) and ``--unsafe``, for the grader and
+    the gradebook alike."""
+    parser.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        default=CHECK_SECONDS,
+        help=f"seconds per cell ({CHECK_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--unsafe",
+        action="store_true",
+        help="grade without the bubblewrap sandbox (trusted submissions only)",
+    )
+
+
 def positive_seconds(text: str) -> float:
     """``--timeout``: a number of seconds above 0 (0 would fail every cell)."""
     try:
@@ -864,22 +880,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="the chapter (default: from the file name, else the notebook's metadata)",
     )
-    parser.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        default=CHECK_SECONDS,
-        help=f"seconds per cell ({CHECK_SECONDS:g})",
-    )
+    add_sandbox_options(parser)
     parser.add_argument(
         "--source",
         type=Path,
         help="the instructor's source notebook: points from its nbgrader metadata, "
         "and its own test cells graded too",
-    )
-    parser.add_argument(
-        "--unsafe",
-        action="store_true",
-        help="grade without the bubblewrap sandbox (trusted submissions only)",
     )
     args = parser.parse_args(argv)
     try:

@@ -68,8 +68,8 @@ from .grade import (
     ExerciseGrade,
     InstructorTest,
     NotebookGrade,
+    add_sandbox_options,
     grade_notebook,
-    positive_seconds,
     printable,
     read_submission,
     write_text_atomically,
@@ -1164,17 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--student", action="append", help="grade only this student (repeatable)"
     )
-    parser.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        default=CHECK_SECONDS,
-        help=f"seconds per cell ({CHECK_SECONDS:g})",
-    )
-    parser.add_argument(
-        "--unsafe",
-        action="store_true",
-        help="grade without the bubblewrap sandbox (trusted submissions only)",
-    )
+    add_sandbox_options(parser)
     args = parser.parse_args(argv)
     try:
         now = current_points(args.assignment, args.course, args.db)
