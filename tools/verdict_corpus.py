@@ -14,6 +14,7 @@ taken), so that a verdict is the same from run to run.
     python tools/verdict_corpus.py --record            # in-process verdicts
     python tools/verdict_corpus.py --record --grader   # and the grader's (slow)
     python tools/verdict_corpus.py --compare           # exit 1 on any change
+    python tools/verdict_corpus.py --compare --grader  # the grader's too (slow)
 """
 
 from __future__ import annotations
@@ -203,14 +204,21 @@ def record(path: Path = CORPUS, with_grader: bool = False) -> dict:
     return data
 
 
-def differences(path: Path = CORPUS) -> list[str]:
-    """Each recorded answer whose notebook verdict is no longer the same."""
+def differences(path: Path = CORPUS, with_grader: bool = False) -> list[str]:
+    """Each recorded answer whose notebook verdict (and, ``with_grader``, the
+    grader's) is no longer the same."""
     recorded = json.loads(path.read_text())["submissions"]
     changed = []
     for entry in recorded:
         now = notebook_verdict(entry)
         if now != entry["notebook"]:
             changed.append(f"{entry['id']}: {entry['notebook']} -> {now}")
+    if with_grader:
+        graded = grader_verdicts(recorded)
+        for entry in recorded:
+            now = graded.get(entry["id"])
+            if "grader" in entry and now != entry["grader"]:
+                changed.append(f"{entry['id']} (grader): {entry['grader']} -> {now}")
     return changed
 
 
@@ -224,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         data = record(with_grader=args.grader)
         print(f"recorded {len(data['submissions'])} answers in {CORPUS}")
     if args.compare:
-        changed = differences()
+        changed = differences(with_grader=args.grader)
         print("\n".join(changed) or "every verdict as recorded")
         return 1 if changed else 0
     return 0
