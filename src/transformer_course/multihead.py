@@ -219,9 +219,8 @@ def minimal_forward(
 
     x (B, N, D) -> (B, N, D) with ``layer``'s weights; ``mask`` (boolean, True
     where a query may see a key) broadcasts to (B, H, N, N). The same numbers
-    as ``layer(x, mask=mask)``, without its checks, chapter 5's rotary
-    positions, chapter 6's cache, dropout or PyTorch's fused kernel; except
-    that a query allowed no key gets NaN here, zeros there (chapter 2, §2.6).
+    as ``layer(x, mask=mask)``, which adds checks and the options of later
+    chapters (a query allowed no key gets NaN here, zeros there).
     """
     B, N, D = x.shape
     H, d = layer.n_heads, layer.d_head  # d = D / H
@@ -257,7 +256,8 @@ def head_value_maps(module: MultiHeadAttention) -> torch.Tensor:
 def sum_over_heads(
     module: MultiHeadAttention, x: torch.Tensor, mask=None, is_causal=False
 ):
-    """The same layer as Turner's sum over heads (eq. 4): ``Y = Σ_h A_h X (W_OV^h)ᵀ`` (+ biases).
+    """The same layer as Turner's sum over heads (eq. 4), in rows:
+    ``Y = Σ_h A_h X (W_OV^h)ᵀ`` (+ biases).
 
     W_OV^h is Turner's V_h (:func:`head_value_maps`).
 
@@ -280,7 +280,7 @@ def sum_over_heads(
     y = sum(
         weights[:, h] @ x @ maps[h].T for h in range(module.n_heads)
     )  # Σ_h A_h X (W_OV^h)ᵀ: (B, N, D)
-    if bias is not None:  # the value bias passes through each head's average, then W_O
+    if bias is not None:  # the value bias goes through each head's average, then W_O
         y = y + bias[2 * D :] @ module.out_proj.weight.T
     if module.out_proj.bias is not None:
         y = y + module.out_proj.bias
