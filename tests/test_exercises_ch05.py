@@ -9,7 +9,6 @@ import pytest
 import torch
 from exercise_helpers import (
     assert_check_hint,
-    assert_first_hint,
     graded_points_agreeing_with_the_kernel,
     namespace_from,
     read_source,
@@ -285,60 +284,45 @@ MISTAKES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("key", "source_code", "hint"),
-    MISTAKES,
-    ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
-)
-def test_usual_mistake_gets_its_hint_and_loses_points(key, source_code, hint):
-    assert_first_hint(EXERCISES[key], source_code, hint)
-
-
-@pytest.mark.parametrize(
-    ("key", "source_code", "check", "hint"),
-    [
-        (
-            "sinusoidal_table",
-            FEATURE_INDEX,
-            "every row has norm √(D/2)",
-            "the cosine of the same angle",
-        ),
-        (
-            "apply_rope",
-            FROM_ONE_ROPE,
-            "with offset 0 the first token is unchanged",
-            "comes back unchanged",
-        ),
-        (  # one angle for both features of a pair no longer: not a rotation
-            "apply_rope",
-            variant(
-                "apply_rope", ("out[..., 1::2] = even * sin", "out[..., 1::2] = even")
-            ),
-            "keeps the norm of every vector",
-            "keep its norm",
-        ),
-        (
-            "add_learned_positions",
-            NO_VALUE_ERROR,
-            "a ValueError for positions beyond the table",
-            "raise a ValueError",
-        ),
-        (
-            "relative_scores",
-            ONLY_Q,
-            "shifting every position leaves the scores unchanged",
-            "depend on the distance n − m only",
-        ),
-        (
-            "relative_scores",
-            ONLY_Q,
-            "at the same position, the score is q · k",
-            "cancels",
-        ),
-    ],
-)
-def test_property_check_names_the_mistake(key, source_code, check, hint):
-    assert_check_hint(EXERCISES[key], source_code, check, hint)
+#: (exercise, answer, the property check that fails, words of its hint)
+PROPERTY_MISTAKES = [
+    (
+        "sinusoidal_table",
+        FEATURE_INDEX,
+        "every row has norm √(D/2)",
+        "the cosine of the same angle",
+    ),
+    (
+        "apply_rope",
+        FROM_ONE_ROPE,
+        "with offset 0 the first token is unchanged",
+        "comes back unchanged",
+    ),
+    (  # one angle for both features of a pair no longer: not a rotation
+        "apply_rope",
+        variant("apply_rope", ("out[..., 1::2] = even * sin", "out[..., 1::2] = even")),
+        "keeps the norm of every vector",
+        "keep its norm",
+    ),
+    (
+        "add_learned_positions",
+        NO_VALUE_ERROR,
+        "a ValueError for positions beyond the table",
+        "raise a ValueError",
+    ),
+    (
+        "relative_scores",
+        ONLY_Q,
+        "shifting every position leaves the scores unchanged",
+        "depend on the distance n − m only",
+    ),
+    (
+        "relative_scores",
+        ONLY_Q,
+        "at the same position, the score is q · k",
+        "cancels",
+    ),
+]
 
 
 def test_a_natural_answer_without_the_value_error_loses_that_check_only():
@@ -459,18 +443,6 @@ HONEST = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("key", "source_code"), HONEST, ids=[f"{h[0]}-{i}" for i, h in enumerate(HONEST)]
-)
-def test_honest_answers_written_another_way_get_full_marks(key, source_code):
-    exercise = EXERCISES[key]
-    report = core.run_exercise(
-        exercise, namespace_from([source_code])[exercise.function]
-    )
-    assert report.status == "passed", report.results
-    assert report.score == exercise.points
-
-
 def test_chapter_five_is_registered():
     ex = chapter(5)
     assert len(ex.exercises) >= 4
@@ -497,16 +469,6 @@ def test_quiz_answers_follow_from_the_package():
     wavelength = QUIZZES["quiz_wavelength"].answer
     assert math.isclose(wavelength, 2 * math.pi / omega)
     assert math.isclose(wavelength, 2 * math.pi * 10000 ** ((4 - 2) / 4))
-
-
-def test_checks_leave_the_global_random_state_alone():
-    torch.manual_seed(0)
-    expected = torch.rand(3)
-    torch.manual_seed(0)
-    namespace = namespace_from(REFERENCE.values())
-    for exercise in EXERCISES.values():
-        core.run_exercise(exercise, namespace[exercise.function])
-    torch.testing.assert_close(torch.rand(3), expected)
 
 
 # --- the notebook and the grader agree (as tests/test_agreement.py, chapter 5) ---

@@ -1,0 +1,89 @@
+"""One harness for the exercise tables of chapters 3–7 (issue 24): each
+chapter's test file holds its data, the answers and the hints they must get
+(``MISTAKES``, ``PROPERTY_MISTAKES``, ``HONEST``), and these tests run them all.
+
+* a usual mistake fails, loses points, and its first failing check gives its hint;
+* a mistake that only a property check catches fails that check, with its hint;
+* an honest answer written another way gets full marks;
+* running every reference solution's checks leaves PyTorch's global random
+  state as it was (checks draw from their own generators).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from exercise_helpers import (
+    assert_check_hint,
+    assert_first_hint,
+    namespace_from,
+    read_source,
+    solution_cells,
+    without_markers,
+)
+
+from transformer_course.exercises import chapter, core
+
+TABLES = {n: importlib.import_module(f"test_exercises_ch{n:02d}") for n in range(3, 8)}
+
+
+def _rows(name: str) -> list[tuple]:
+    return [
+        (n, *row) for n, module in TABLES.items() for row in getattr(module, name, [])
+    ]
+
+
+def _ids(rows: list[tuple]) -> list[str]:
+    return [f"ch{row[0]}-{row[1]}-{i}" for i, row in enumerate(rows)]
+
+
+MISTAKES = _rows("MISTAKES")
+PROPERTY_MISTAKES = _rows("PROPERTY_MISTAKES")
+HONEST = _rows("HONEST")
+
+
+def test_every_chapter_has_its_tables():
+    assert {row[0] for row in MISTAKES} == set(TABLES)
+    assert {row[0] for row in PROPERTY_MISTAKES} == {4, 5, 6, 7}
+    assert {row[0] for row in HONEST} >= {5, 7}
+
+
+@pytest.mark.parametrize(
+    ("n", "key", "source_code", "hint"), MISTAKES, ids=_ids(MISTAKES)
+)
+@pytest.mark.filterwarnings("ignore:.*with a literal:SyntaxWarning")  # ch7's IS_CLS
+def test_usual_mistake_gets_its_hint_and_loses_points(n, key, source_code, hint):
+    assert_first_hint(chapter(n).exercises[key], source_code, hint)
+
+
+@pytest.mark.parametrize(
+    ("n", "key", "source_code", "check", "hint"),
+    PROPERTY_MISTAKES,
+    ids=_ids(PROPERTY_MISTAKES),
+)
+def test_property_check_names_the_mistake(n, key, source_code, check, hint):
+    assert_check_hint(chapter(n).exercises[key], source_code, check, hint)
+
+
+@pytest.mark.parametrize(("n", "key", "source_code"), HONEST, ids=_ids(HONEST))
+def test_honest_answers_written_another_way_get_full_marks(n, key, source_code):
+    exercise = chapter(n).exercises[key]
+    report = core.run_exercise(
+        exercise, namespace_from([source_code])[exercise.function]
+    )
+    assert report.status == "passed", report.results
+    assert report.score == exercise.points
+
+
+@pytest.mark.parametrize("n", [4, 5, 6, 7])
+def test_checks_leave_the_global_random_state_alone(n):
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    references = solution_cells(read_source(n)).values()
+    namespace = namespace_from(without_markers(cell) for cell in references)
+    for exercise in chapter(n).exercises.values():
+        core.run_exercise(exercise, namespace[exercise.function])
+    torch.testing.assert_close(torch.rand(3), expected)
