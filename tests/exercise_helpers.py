@@ -129,6 +129,14 @@ def by_key(result):
     return {e.key: e for e in result.exercises}
 
 
+def edited(source, *edits):
+    """``source`` with each (old, new) edit made, each old text found exactly once."""
+    for old, new in edits:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    return source
+
+
 def reference(key, chapter=1):
     """The reference solution of exercise ``key``, without the markers."""
     return without_markers(solution_cells(read_source(chapter))[key])

@@ -7,6 +7,7 @@ agree."""
 import pytest
 import torch
 from exercise_helpers import (
+    edited,
     graded_points_agreeing_with_the_kernel,
     namespace_from,
     read_source,
@@ -26,11 +27,7 @@ REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(7)).it
 
 def variant(key, *edits):
     """The reference solution of ``key`` with each (old, new) edit made once."""
-    source = REFERENCE[key]
-    for old, new in edits:
-        assert source.count(old) == 1, old
-        source = source.replace(old, new)
-    return source
+    return edited(REFERENCE[key], *edits)
 
 
 def test_references_are_the_reference_solutions():
