@@ -479,3 +479,30 @@ def test_cells_that_crash_in_every_round_are_the_submissions_fault(tmp_path):
         assert exercise.hint.count("was left out (crashed)") == 4, exercise.hint
         assert "too many cells above this exercise crash or hang" in exercise.hint
     assert grade.NOT_GRADED not in {e.status for e in result.exercises}
+
+
+@needs_bwrap
+def test_the_source_notebook_gives_points_and_must_be_the_chapters(tmp_path, capsys):
+    """``--source`` scales the course's checks to the instructor's points; a
+    source of another chapter than ``--chapter`` is refused (the instructor
+    round graded chapter 1's check cells as tests of chapter 2: 2/31, exit 0)."""
+    from exercise_helpers import read_source, source_path, submission, write
+
+    from transformer_course.grading import grade
+
+    source = read_source(1)
+    for cell in source.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "check_patchify":
+            cell.metadata["nbgrader"]["points"] = 6
+    nbformat.write(source, tmp_path / source_path(1).name)
+    (tmp_path / "submitted").mkdir()
+    path = write(tmp_path / "submitted", submission())
+    given = str(tmp_path / source_path(1).name)
+    assert grade.main([str(path), "--chapter", "2", "--source", given]) == 2
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--source is chapter 1's notebook" in said
+    assert "--chapter says 2" in said
+    assert grade.main([str(path), "--source", given]) == 0
+    table = capsys.readouterr().out
+    assert "6/6" in table.replace(" ", "")
+    assert f"points and test cells: from {given}" in table

@@ -242,6 +242,9 @@ def test_a_class_graded_as_the_readme_says(course):
     ) in run.stdout
     assert "tim: timestamp.txt could not be read as a date" in run.stdout
     assert "graded 01_tokens (1).ipynb" in run.stdout
+    # fetch_feedback looks for "01_tokens (1)": the log says how to send it
+    said = " ".join(run.stdout.split())
+    assert "after generate_feedback, send them feedback/mia/ch01/01_tokens.html" in said
     assert (
         "sam: no HTML feedback from nbgrader for this submission (not collected by "
         "nbgrader): send them feedback/sam/ch01/01_tokens.grades.txt"
@@ -424,6 +427,26 @@ def test_a_class_graded_as_the_readme_says(course):
     assert "earlier score of 15 is kept" in run.stdout
     with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
         assert gradebook.find_submission("ch01", "alice").score == FULL
+
+    # points changed in the source notebook but not yet made into the
+    # assignment (the instructor round): grading is refused, export warns
+    source_path = course / "source" / "ch01" / SOURCE.name
+    kept_source = source_path.read_text()
+    edited = nbformat.read(source_path, as_version=4)
+    for cell in edited.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "check_patchify":
+            cell.metadata["nbgrader"]["points"] = 6
+    nbformat.write(edited, source_path)
+    refused = gradebook_run(course, "ch01", "--csv", "ch01.csv")
+    assert refused.returncode == 2
+    said = " ".join(refused.stderr.split())
+    assert f"patchify: {POINTS['patchify']} there, 6 in source/ch01/01_tokens" in said
+    assert "nbgrader generate_assignment ch01 --force" in said
+    export = nbgrader(course, "export")
+    assert "nbgrader generate_assignment ch01 --force" in " ".join(
+        export.stderr.split()
+    )
+    source_path.write_text(kept_source)
 
 
 def test_class_grading_needs_the_assignment_in_the_gradebook(tmp_path):

@@ -97,10 +97,22 @@ def grading_with_nbgrader() -> bool:
 
 
 def points_said(report: Report) -> str:
-    """ "2.5 of 4 points", and why none when a check on unseen inputs failed
-    (the learner round read "4 of 6 checks passed" as partial credit)."""
-    points = report.exercise.points
-    said = f"{report.score:.3g} of {points:g} point{'s' * (points != 1)}"
+    """ "all of its points", "none of its points" or "60 % of its points", and
+    why none when a check on unseen inputs failed (the learner round read "4 of
+    6 checks passed" as partial credit).
+
+    A share, not a number of points: an instructor may weigh an exercise
+    differently (nbgrader's metadata, which the grader scales the checks to),
+    and the notebook cannot see that weight; the share is the same on any scale.
+    """
+    share = report.score / report.exercise.points
+    said = (
+        "all of its points"
+        if share >= 1
+        else "none of its points"
+        if share <= 0
+        else f"{100 * share:.0f} % of its points"
+    )
     unseen_failed = any(r.kind == UNSEEN and not r.passed for r in report.results)
     if unseen_failed:
         said += " (a check on unseen inputs failed, which earns nothing)"

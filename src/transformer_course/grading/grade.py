@@ -892,7 +892,13 @@ def main(argv: list[str] | None = None) -> int:
         points, tests = None, ()
         if args.source:
             source = nbformat.read(args.source, as_version=4)
-            number, _, _ = _chapter_of(source, args.source, args.chapter)
+            number, reason, _ = _chapter_of(source, args.source, None)
+            if args.chapter is not None and args.chapter != number:
+                raise ValueError(
+                    f"--source is chapter {number}'s notebook ({reason}), but "
+                    f"--chapter says {args.chapter}: give the source of the chapter "
+                    "you grade"
+                )
             chapter_module = importlib.import_module(
                 f"transformer_course.exercises.{CHAPTERS[number]}"
             )

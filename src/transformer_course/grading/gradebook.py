@@ -457,7 +457,12 @@ class _NotebookJob:
             self._write_placeholder(f"{self.name}.ipynb: 0 points\n{hint}\n")
             return self.zero_rows("missing file", hint)
         if note:
-            log(f"{who}: {note}")
+            # nbgrader's fetch_feedback looks for the name they submitted
+            log(
+                f"{who}: {note}; nbgrader cannot hand this feedback back: after "
+                f"generate_feedback, send them feedback/{who}/{self.assignment}/"
+                f"{self.name}.html"
+            )
         try:
             result = grade_notebook(
                 path,
@@ -949,6 +954,46 @@ def record_points(
     write_text_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
+SOURCE_DIFFERS = "the points in the source notebooks differ from the gradebook's ({})."
+REGENERATE = (
+    "nbgrader records an exercise's points when it makes the assignment: run "
+    "nbgrader generate_assignment {assignment} --force"
+)
+
+
+def source_points_differ(
+    settings: CourseSettings, assignment: str, points: dict[tuple[str, str], float]
+) -> list[str]:
+    """Where the source notebooks' nbgrader points differ from the gradebook's
+    (``points``): changed in ``source/`` and not yet recorded by ``nbgrader
+    generate_assignment``, which is where the gradebook takes them from."""
+    folder = settings.folder("source", ".", assignment)
+    differ = []
+    for path in sorted(folder.glob("*.ipynb")):
+        try:
+            notebook = nbformat.read(path, as_version=4)
+        except (OSError, ValueError):  # not a notebook: nothing to compare
+            continue
+        for cell in notebook.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade"):
+                continue
+            key = (path.stem, _exercise_of(str(meta.get("grade_id", ""))))
+            try:
+                wanted = float(meta.get("points", 0))
+            except (TypeError, ValueError):
+                continue
+            recorded = points.get(key)
+            if recorded != wanted:
+                where = path.relative_to(settings.root)
+                differ.append(
+                    f"{key[1]}: "
+                    + ("not in the gradebook" if recorded is None else f"{recorded:g}")
+                    + f" there, {wanted:g} in {where}"
+                )
+    return differ
+
+
 def stale_points_warning(root: Path, assignment: str, points) -> str:
     """A warning when some students of ``assignment`` were last graded on other
     points than ``points`` (the gradebook's now), else ""."""
@@ -971,15 +1016,24 @@ class CheckedCsvExport(CsvExportPlugin):
     """
 
     def export(self, gradebook) -> None:
-        root = Path(self.parent.coursedir.root)
+        coursedir = self.parent.coursedir
+        root = Path(coursedir.root)
+        settings = CourseSettings(
+            root, coursedir.course_id, coursedir.db_url, coursedir, None
+        )
         for assignment in gradebook.assignments:
             if self.assignment and assignment.name not in map(str, self.assignment):
                 continue
-            warning = stale_points_warning(
-                root, assignment.name, points_in(gradebook, assignment.name)
-            )
+            points = points_in(gradebook, assignment.name)
+            warning = stale_points_warning(root, assignment.name, points)
             if warning:
                 self.log.warning(warning)
+            differ = source_points_differ(settings, assignment.name, points)
+            if differ:
+                self.log.warning(
+                    f"{assignment.name}: {SOURCE_DIFFERS.format(', '.join(differ))} "
+                    f"{REGENERATE.format(assignment=assignment.name)}"
+                )
         super().export(gradebook)
 
 
@@ -1171,6 +1225,17 @@ def main(argv: list[str] | None = None) -> int:
         record = course_settings(args.course, args.db).root / POINTS_RECORD
     except (OSError, ValueError) as err:
         print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
+        return 2
+    differ = source_points_differ(
+        course_settings(args.course, args.db), args.assignment, now
+    )
+    if differ:
+        print(
+            f"refusing to grade {args.assignment}: "
+            f"{SOURCE_DIFFERS.format(', '.join(differ))} "
+            f"{REGENERATE.format(assignment=args.assignment)}, then grade again",
+            file=sys.stderr,
+        )
         return 2
     if args.student:
         regraded = set(args.student)
