@@ -89,3 +89,12 @@ def test_record_writes_what_recorded_reads(monkeypatch, tmp_path):
     assert figures["vit"] == [0.9, 0.95, 0.97]
     assert figures["threads"] >= 1
     assert figures["torch"].startswith("2.")
+
+
+def test_an_interval_is_cut_at_the_ends_of_what_the_figure_can_be():
+    values = [0.9694, 0.9861, 0.9889]  # chapter 7's ViT: the t interval passes 1
+    assert tc.over_seeds(values).high > 1
+    cut = tc.over_seeds(values, within=(0, 1))
+    assert cut.high == 1
+    assert cut.low == tc.over_seeds(values).low  # the other end as it was
+    assert cut.mean == tc.over_seeds(values).mean
