@@ -288,6 +288,40 @@ def test_checks_stop_a_function_that_never_returns(monkeypatch, solutions):
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+SWALLOWS = """
+import time
+
+
+def merge_pair(ids, pair, new_id):
+    for _ in range(20):
+        try:
+            time.sleep(0.05)
+        except:  # noqa: E722 - a bare except swallows the check's timeout too
+            pass
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+"""
+
+
+def test_a_function_that_swallows_the_timeout_still_timed_out(monkeypatch):
+    """The eighteenth red team: a bare ``except:`` caught the timer's error, the
+    function went on and returned, and the watch read the timer's handler as a
+    use of the course package ("Don't call the course's own code"). The grader
+    says "timeout"; so does the notebook now."""
+    monkeypatch.setattr(core, "CHECK_SECONDS", 0.3)
+    report = core.run_exercise(EXERCISES["merge_pair"], fn(SWALLOWS, "merge_pair"))
+    assert report.score == 0
+    assert "did not return within 0.3 s" in report.note
+    assert "course" not in (report.first_hint or "")
+
+
 def test_the_notebook_waits_as_long_as_the_grader(capsys):
     import inspect
 

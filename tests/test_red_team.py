@@ -1590,3 +1590,27 @@ def test_the_working_folder_comes_where_a_kernel_has_it():
     # in a virtual environment site-packages lies beside the platform's library
     venv = os.path.join(stdlib, "site-packages")
     assert _after_the_standard_library([stdlib, venv]) == 1
+
+
+@needs_bwrap
+def test_names_of_locked_cells_in_a_learners_cell_keep_a_solution_graded(tmp_path):
+    """The eighteenth red team, each full marks in a kernel and "missing" from
+    the grader: ``ex.check(...)`` (the locked setup cell binds ``ex``) and a
+    name a locked "try it" cell binds (``notes_scores``), read at the top of a
+    solution's cell. The grader runs no locked cell: it binds their names to the
+    package's stand-in, so such statements are passed over, as ``tc``'s are."""
+    notebook = submission(
+        {
+            "next_token_loss": 'ex.check("causal_attention_weights", '
+            "causal_attention_weights)\n" + reference("next_token_loss", chapter=6),
+            "next_token_probs": "print(causal_attention_weights(notes_scores))\n"
+            + reference("next_token_probs", chapter=6),
+        },
+        chapter=6,
+    )
+    result = grade_notebook(
+        write(tmp_path, notebook, "06_gpt.ipynb"),
+        only=["causal_attention_weights", "next_token_loss", "next_token_probs"],
+    )
+    for exercise in result.exercises:
+        assert exercise.points == exercise.max_points, exercise

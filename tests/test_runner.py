@@ -612,3 +612,32 @@ def test_device_is_the_graders_too():
     provided: dict = {}
     exec(PREAMBLE.replace("import transformer_course as tc", "pass"), provided)
     assert set(provided) >= runner.PROVIDED_WHEN_GRADING
+
+
+def test_names_derived_imported_or_under_a_magic_count_as_computed_with_the_course():
+    """The eighteenth red team: the notebook missed three ways to make a name
+    with the course package, which the grader passes over (so the function
+    failed there and passed here): a name made from such a name, a name made
+    with a function imported from the package, and either under ``%%time``
+    (whose body the kernel's history holds as a string)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    from transformer_course.exercises import runner
+
+    magic = TransformerManager().transform_cell(
+        "%%time\nTIMED = tc.causal_mask(8, 8)\n"
+    )
+    namespace = {
+        "In": [
+            "",
+            "import torch\nimport transformer_course as tc",
+            "MASK = tc.causal_mask(64, 64)\nDERIVED = MASK.bool()",
+            "from transformer_course import causal_mask\nALIASED = causal_mask(4, 4)",
+            magic,
+            "PLAIN = torch.ones(2)\nDERIVED_TOO = PLAIN * 2",
+            "causal_mask = torch.ones\nNOT_COURSE = causal_mask(2)",  # rebound
+        ]
+    }
+    computed = runner._computed_with_the_course(namespace)
+    assert {"MASK", "DERIVED", "ALIASED", "TIMED"} <= computed
+    assert not {"PLAIN", "DERIVED_TOO", "NOT_COURSE"} & computed

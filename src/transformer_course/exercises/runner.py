@@ -352,7 +352,11 @@ class _Watch:
         elif event == "call":
             name, caller = frame.f_code.co_name, frame.f_back
             callee_module = frame.f_globals.get("__name__") or ""
-            if frame.f_globals is not globals() and _is_course(callee_module):
+            if (
+                frame.f_globals is not globals()
+                and _is_course(callee_module)
+                and frame.f_code not in QUIET_CODE
+            ):
                 self.course.append(f"{callee_module}.{frame.f_code.co_qualname}")
         else:
             return None
@@ -504,44 +508,54 @@ def _from_course(obj: object) -> bool:
 #: keeps this in step with grade.PREAMBLE.
 PROVIDED_WHEN_GRADING = frozenset({"device"})
 
+#: Course code that runs inside a watched call without the learner calling it:
+#: the notebook's check timer (:func:`.core.deadline`), whose signal handler the
+#: profile hook sees. Not a use of the course package (the eighteenth red team:
+#: a bare ``except:`` that swallowed the timeout read as one).
+QUIET_CODE: set = set()
+
 
 def _computed_with_the_course(namespace: dict) -> set[str]:
     """Names the notebook's cells bound, at their top level, with a statement
-    that uses the course package (``ALLOWED = tc.causal_mask(64, 64)``), read
-    from the kernel's input history (``In``); a later statement that binds the
-    name without it clears it. The grader's sandbox skips such statements (the
-    package is hidden there), so there these names do not exist: a function
-    that reads one passed in the notebook and failed when graded (the
-    thirteenth red team). Outside a kernel there is no history: nothing."""
+    that reads the course package (``ALLOWED = tc.causal_mask(64, 64)``), or a
+    name imported from it, or a name already so computed (``ALLOWED =
+    MASK.bool()``), read from the kernel's input history (``In``), the bodies
+    of ``%%time``, ``%%capture`` and ``%%prun`` included; a later statement
+    that binds the name without them clears it. The grader's sandbox passes such
+    statements over (:func:`_run_cell`, the same rule), so there these names do
+    not exist: a function that reads one passed in the notebook and failed when
+    graded (the thirteenth and eighteenth red teams). Outside a kernel there is
+    no history: nothing."""
     history = namespace.get("In")
     if not isinstance(history, list):
         return set()
-    tainted: set[str] = set()
-    for source in history:
-        if not isinstance(source, str) or not source.strip():
-            continue
+    course, tainted = {"tc", COURSE_PACKAGE}, set()
+
+    def visit(source: str, depth: int = 0) -> None:
+        nonlocal course, tainted
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
+            return
         for statement in tree.body:
-            nodes = list(ast.walk(statement))
-            bound = {
-                node.id
-                for node in nodes
-                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
-            }
-            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-                bound.add(statement.name)  # a def runs in the sandbox too
+            magic = _pass_through_magic(statement)
+            if magic is not None and depth < 8:  # the body, as the grader runs it
+                visit(magic[2], depth + 1)
+                continue
+            bound = _binds(statement)
+            if isinstance(statement, ast.Import | ast.ImportFrom):
+                imported = _reads(statement, set())  # the course package's names
+                course = (course | bound) if imported else (course - bound)
                 tainted -= bound
-                continue
-            if isinstance(statement, ast.Import | ast.ImportFrom | ast.ClassDef):
-                continue
-            uses = any(
-                isinstance(node, ast.Name) and node.id in ("tc", COURSE_PACKAGE)
-                for node in nodes
-            )
-            tainted = (tainted | bound) if uses else (tainted - bound)
+            elif _reads(statement, course | tainted):
+                tainted |= bound  # passed over when graded: unbound there
+            else:  # a def, or a value made without the package
+                tainted -= bound
+                course -= bound
+
+    for source in history:
+        if isinstance(source, str) and source.strip():
+            visit(source)
     # the grader binds these itself (grade.PREAMBLE: ``device`` on the CPU), so
     # a function that reads them runs there too (the fifteenth red team)
     return tainted - PROVIDED_WHEN_GRADING
@@ -1391,7 +1405,8 @@ def _reads(statement: ast.stmt, names: set[str]) -> bool:
     imports the course package."""
     for node in _top_level(statement):
         if isinstance(node, ast.Name) and node.id in names:
-            return True
+            if isinstance(node.ctx, ast.Load):  # read, not bound
+                return True
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] + [getattr(node, "module", "") or ""]
             if any(m.split(".")[0] == COURSE_PACKAGE for m in modules):
