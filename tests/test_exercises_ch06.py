@@ -92,7 +92,7 @@ MISTAKES = [
         "causal_attention_weights",
         MASK + "    w = scores.softmax(-1) * ones.tril()\n"
         "    return w / w.sum(-1, keepdim=True)",
-        "Masking the weights after the softmax and dividing each row by its sum",
+        "Masking the weights after the softmax and dividing",
     ),
     (  # ... and the hint for the product alone no longer advises it
         "causal_attention_weights",

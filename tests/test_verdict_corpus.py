@@ -1,5 +1,5 @@
 """Issue 24's proof that a refactor of the exercise layer changed no verdict:
-every answer of the recorded corpus (tests/data/verdict_corpus.json, made by
+every answer of the recorded corpus (tests/verdict_corpus.json, made by
 tools/verdict_corpus.py before the refactor) gets the same status, score, checks,
 hints and note from the notebook's check, its unseen inputs seeded as then."""
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT / "tests" / "data" / "verdict_corpus.json"
+CORPUS = ROOT / "tests" / "verdict_corpus.json"
 for folder in (ROOT, ROOT / "tests"):  # tools/, the tests' helpers and answers
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))

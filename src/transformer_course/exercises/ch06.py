@@ -271,11 +271,12 @@ CAUSAL_WEIGHTS = Exercise(
     loud=(0,),  # a softmax inside: scores past 88 as well
     overflow_hint=(
         "Your function returned nan or inf for finite scores that reach a few "
-        "hundred. Masking the weights after the softmax and dividing each row by "
-        "its sum fails there: a large future score takes all the weight, the "
-        "past's weights underflow to 0, and the row is 0/0. Set the scores above "
-        "the diagonal to −∞ before the softmax. (Writing exp yourself? Subtract "
-        "each row's maximum first, as chapter 2's stable softmax does.)"
+        "hundred. Writing exp yourself, it overflows past 88 in float32 (inf / inf "
+        "= nan) unless you subtract each row's maximum first, as chapter 2's "
+        "stable softmax does. Masking the weights after the softmax and dividing "
+        "each row by its sum fails there too: a large future score takes all the "
+        "weight, the past's weights underflow to 0, and the row is 0/0. Set the "
+        "scores above the diagonal to −∞, then take a stable softmax."
     ),
 )
 

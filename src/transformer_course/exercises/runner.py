@@ -1404,9 +1404,9 @@ def _reads(statement: ast.stmt, names: set[str]) -> bool:
     """Whether a top-level statement, as it runs, reads one of ``names`` or
     imports the course package."""
     for node in _top_level(statement):
-        if isinstance(node, ast.Name) and node.id in names:
-            if isinstance(node.ctx, ast.Load):  # read, not bound
-                return True
+        read = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+        if read and node.id in names:  # read, not bound
+            return True
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules = [a.name for a in node.names] + [getattr(node, "module", "") or ""]
             if any(m.split(".")[0] == COURSE_PACKAGE for m in modules):
