@@ -320,6 +320,14 @@ def test_a_function_that_swallows_the_timeout_still_timed_out(monkeypatch):
     assert report.score == 0
     assert "did not return within 0.3 s" in report.note
     assert "course" not in (report.first_hint or "")
+    import signal
+
+    from transformer_course.exercises import runner
+
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # the timer is off
+    assert not runner.STOP_CALLS  # and later checks call every case again
+    again = core.run_exercise(EXERCISES["merge_pair"], fn(SWALLOWS, "merge_pair"))
+    assert again.note.startswith("Your merge_pair() did not return")  # the same
 
 
 def test_the_notebook_waits_as_long_as_the_grader(capsys):

@@ -514,6 +514,11 @@ PROVIDED_WHEN_GRADING = frozenset({"device"})
 #: a bare ``except:`` that swallowed the timeout read as one).
 QUIET_CODE: set = set()
 
+#: Set by the notebook's check timer once its time is up: :func:`call_cases`
+#: makes no further call (a function whose own ``except:`` swallows each
+#: timeout would otherwise run on through every case).
+STOP_CALLS: list = []
+
 
 def _computed_with_the_course(namespace: dict) -> set[str]:
     """Names the notebook's cells bound, at their top level, with a statement
@@ -980,6 +985,8 @@ def call_cases(
         return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
     outcomes = []
     for case in cases:
+        if STOP_CALLS:  # the notebook's time is up (core.deadline): no more calls
+            break
         pristine = copy.deepcopy(tuple(case))
         args = copy.deepcopy(pristine)
         watch.hits.clear()
