@@ -15,6 +15,9 @@ In the book, this extension keeps each link's text and points it at
   characters other than letters and digits become ``-``: ``T1–T2`` is
   ``eq-T1-T2``).
 
+Each entry on the References page links back to the pages that cite it
+("Cited in: 2 Attention, 6 …"), in the order of the table of contents.
+
 A target that is neither is left to MyST, which warns (``-W`` fails the build).
 """
 
@@ -47,15 +50,28 @@ def _anchor_equations(app, doctree) -> None:
             found[anchor] = (app.env.docname, tag)
 
 
+def _note_citers(app, doctree) -> None:
+    """At read time: which targets of ``[text](#key)`` links this page names."""
+    citers = app.env.course_citers = getattr(app.env, "course_citers", {})
+    for node in doctree.findall(addnodes.pending_xref):
+        if node.get("reftype") == "myst" and node.get("refdomain") != "doc":
+            citers.setdefault(node["reftarget"], set()).add(app.env.docname)
+
+
 def _purge(app, env, docname) -> None:
     found = getattr(env, "course_equations", {})
     for anchor in [a for a, (doc, _) in found.items() if doc == docname]:
         del found[anchor]
+    for pages in getattr(env, "course_citers", {}).values():
+        pages.discard(docname)
 
 
 def _merge(app, env, docnames, other) -> None:
     env.course_equations = getattr(env, "course_equations", {})
     env.course_equations.update(getattr(other, "course_equations", {}))
+    env.course_citers = getattr(env, "course_citers", {})
+    for target, pages in getattr(other, "course_citers", {}).items():
+        env.course_citers.setdefault(target, set()).update(pages)
 
 
 class CourseLinks(SphinxPostTransform):
@@ -96,9 +112,54 @@ class CourseLinks(SphinxPostTransform):
             node.replace_self(link)
 
 
+class CitedIn(SphinxPostTransform):
+    """After each entry of a bibliography: links to the pages that cite it."""
+
+    default_priority = 6  # after sphinxcontrib-bibtex writes the entries (5)
+
+    def run(self, **kwargs) -> None:
+        key_of = {c.citation_id: c.key for c in self.env.get_domain("cite").citations}
+        citers = getattr(self.env, "course_citers", {})
+        order = _toc_order(self.env)
+        here = self.env.docname
+        for entry in list(self.document.findall(nodes.citation)):
+            key = next((key_of[i] for i in entry["ids"] if i in key_of), None)
+            pages = sorted(
+                citers.get(key, ()) - {here}, key=lambda d: order.get(d, len(order))
+            )
+            if not pages:
+                continue
+            line = nodes.paragraph("", "Cited in: ", classes=["course-cited-in"])
+            for i, page in enumerate(pages):
+                if i:
+                    line += nodes.Text(", ")
+                uri = self.app.builder.get_relative_uri(here, page)
+                link = nodes.reference("", "", internal=True, refuri=uri)
+                link += nodes.Text(self.env.titles[page].astext())
+                line += link
+            entry += line
+
+
+def _toc_order(env) -> dict[str, int]:
+    """Each page's place in the book's reading order (the table of contents)."""
+    seen: list[str] = []
+
+    def walk(docname: str) -> None:
+        if docname in seen:
+            return
+        seen.append(docname)
+        for child in env.toctree_includes.get(docname, []):
+            walk(child)
+
+    walk(env.config.root_doc)
+    return {name: i for i, name in enumerate(seen)}
+
+
 def setup(app):
     app.connect("doctree-read", _anchor_equations)
+    app.connect("doctree-read", _note_citers)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
     app.add_post_transform(CourseLinks)
+    app.add_post_transform(CitedIn)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

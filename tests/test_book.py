@@ -203,6 +203,42 @@ def test_citations_link_to_their_entries_on_the_references_page(site):
     assert all("An introduction to transformers" in title for title in turner)
 
 
+def test_each_reference_links_back_to_the_pages_that_cite_it(site):
+    """Under each entry of the References page: "Cited in:" and a link to every
+    page whose prose cites it, in reading order, and none that does not."""
+    references = (site / "book" / "references.html").read_text()
+    entries = dict(
+        re.findall(
+            r'<div class="citation" id="([^"]+)"[^>]*>(.*?)</div>', references, re.S
+        )
+    )
+    cited_in = {
+        anchor: re.findall(
+            r'<a class="reference internal" href="([^"#]+)">',
+            entry.split("Cited in:")[-1],
+        )
+        for anchor, entry in entries.items()
+        if "Cited in:" in entry
+    }
+    assert len(cited_in) >= len(entries) - 1, set(entries) - set(cited_in)
+    for anchor, pages in cited_in.items():
+        assert pages, anchor
+        for page in pages:  # each page named really links to this entry
+            text = (site / "book" / page).read_text()
+            assert f'href="references.html#{anchor}"' in text, (anchor, page)
+    # Kneser and Ney: cited in chapter 6 only
+    kneser = [a for a in cited_in if "kneser" in entries[a].lower()]
+    assert [cited_in[a] for a in kneser] == [["06_gpt.html"]]
+    # Turner: cited by the first chapter and by later ones, in reading order
+    turner = next(
+        a for a in cited_in if "introduction to transformers" in entries[a].lower()
+    )
+    order = [name.split("/")[-1] + ".html" for name in toc_files()]
+    pages = cited_in[turner]
+    assert len(pages) >= 8
+    assert pages == sorted(pages, key=order.index)
+
+
 def test_equation_numbers_link_to_their_equations(site):
     """[eq. (5.2)](#eq-5-2) links to the equation tagged 5.2, on its page or
     another (an exercise page links into its chapter)."""
