@@ -8,9 +8,15 @@ import transformer_course as tc
 from transformer_course import baselines
 
 
-def test_knn_and_svm_are_tuned_on_train_and_scored_on_test():
+@pytest.fixture(scope="module")
+def tuned():
+    """The digits and both baselines tuned on them (a few seconds: computed once)."""
     digits = tc.load_digits()
-    results = tc.knn_and_svm(digits)
+    return digits, tc.knn_and_svm(digits)
+
+
+def test_knn_and_svm_are_tuned_on_train_and_scored_on_test(tuned):
+    digits, results = tuned
     assert set(results) == {"kNN", "SVM"}
     for accuracy, _ in results.values():
         assert 0.95 < accuracy <= 1.0  # both are strong on the digits
@@ -21,10 +27,10 @@ def test_knn_and_svm_are_tuned_on_train_and_scored_on_test():
     assert svm["C"] in baselines.SVM_GRID["C"]
 
 
-def test_the_search_never_sees_the_test_images(monkeypatch):
+def test_the_search_never_sees_the_test_images(tuned):
     """Scramble the test labels: the chosen hyperparameters cannot change."""
-    digits = tc.load_digits()
-    chosen = {name: params for name, (_, params) in tc.knn_and_svm(digits).items()}
+    digits, results = tuned
+    chosen = {name: params for name, (_, params) in results.items()}
     g = torch.Generator().manual_seed(0)
     scrambled = digits._replace(y_test=digits.y_test[torch.randperm(360, generator=g)])
     again = {name: params for name, (_, params) in tc.knn_and_svm(scrambled).items()}

@@ -62,3 +62,15 @@ def test_vit_ablations_benchmark_runs_every_variant():
     out = run_quick("vit_ablations.py")
     assert "mean pooling" in out
     assert "patch 4, no positions" in out
+
+
+def test_warmup_digits_benchmark_runs_every_setting():
+    out = run_quick("warmup_digits.py")
+    assert "post-norm, no warm-up" in out
+    assert "pre-norm, 50 warm-up steps" in out
+
+
+def test_position_lag_benchmark_runs_every_encoding():
+    out = run_quick("position_lag.py")
+    for encoding in ("none", "sinusoidal", "learned", "rope", "alibi"):
+        assert f"{encoding}: N = 16:" in out

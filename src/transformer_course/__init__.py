@@ -5,43 +5,45 @@ lives in one module, roughly one per chapter; the modules fall in four kinds.
 
 **Concepts**, in the order the book teaches them (what the chapters show):
 
-================  ====================================================================
-``tokens``        tokenizers (characters, words, BPE) and patches (chapter 1)
-``word_vectors``  co-occurrence word vectors and similarity (chapter 1)
-``attention``     softmax, scaled dot-product and additive attention (chapter 2)
-``multihead``     multi-head self-attention, both forms (chapter 3)
-``norms``         LayerNorm (Turner's TokenNorm), RMSNorm, BatchNorm (chapter 4)
-``block``         the transformer block: MLP, residuals, pre-/post-norm (chapter 4)
-``positions``     sinusoidal, learned, rotary (RoPE) and ALiBi positions (chapter 5)
-``kv_cache``      keys and values of earlier tokens, for generation (chapter 6)
-``gpt``           a GPT: causal language model, sampling, generation (chapter 6)
-``vit``           a vision transformer: patches, class token, attention rollout (chapter 7)
-``shapes``        shape and value checks with clear messages (all chapters)
-``notation``      rows (N, D) versus Turner's columns D×N (Notation page)
-``torch_layers``  attention and blocks to and from PyTorch's layers (chapters 3, 4)
-================  ====================================================================
+==================  ====================================================================
+``tokens``          tokenizers (characters, words, BPE) and patches (chapter 1)
+``word_vectors``    co-occurrence word vectors and similarity (chapter 1)
+``attention``       softmax, scaled dot-product and additive attention (chapter 2)
+``multihead``       multi-head self-attention, both forms (chapter 3)
+``norms``           LayerNorm (Turner's TokenNorm), RMSNorm, BatchNorm (chapter 4)
+``block``           the transformer block: MLP, residuals, pre-/post-norm (chapter 4)
+``positions``       sinusoidal, learned, rotary (RoPE) and ALiBi positions (chapter 5)
+``kv_cache``        keys and values of earlier tokens, for generation (chapter 6)
+``gpt``             a GPT: causal language model, sampling, generation (chapter 6)
+``vit``             a vision transformer: patches, class token, attention rollout (chapter 7)
+``shapes``          shape and value checks with clear messages (all chapters)
+``notation``        rows (N, D) versus Turner's columns D×N (Notation page)
+``torch_layers``    attention and blocks to and from PyTorch's layers (chapters 3, 4)
+==================  ====================================================================
 
 **Training and data**: the one training loop and what it trains on.
 
-================  ====================================================================
-``data``          the corpus, the digits, language-model batches (chapters 1, 6, 7)
-``train``         the training loop and its checkpoints (chapters 4, 6, 7)
-``train_gpt``     a GPT from the command line, one process or ``torchrun`` (chapter 6)
-``train_vit``     the ViT's training recipe for the digits: shifts, runs (chapter 7)
-``ngram``         count-based n-gram baselines for chapter 6's loss curves
-``baselines``     kNN, an SVM and a small CNN on the digits, for the ViT (chapter 7)
-``seeds``         a figure over seeds: mean, sd, 95 % interval; recorded figures (ch. 7)
-``benchmark``     time and peak tensor memory of a call (chapter 2 on)
-================  ====================================================================
+==================  ====================================================================
+``data``            the corpus, the digits, language-model batches (chapters 1, 6, 7)
+``train``           the training loop and its checkpoints (chapters 4, 6, 7)
+``train_gpt``       a GPT from the command line, one process or ``torchrun`` (chapter 6)
+``train_vit``       the ViT's training recipe for the digits: shifts, runs (chapter 7)
+``digit_rows``      the digits read row by row, a classifier for the block (chapter 4)
+``position_tasks``  a model with any position encoding, the lag task (chapter 5)
+``ngram``           count-based n-gram baselines for chapter 6's loss curves
+``baselines``       kNN, an SVM and a small CNN on the digits, for the ViT (chapter 7)
+``seeds``           a figure over seeds: mean, sd, 95 % interval; recorded figures
+``benchmark``       time and peak tensor memory of a call (chapter 2 on)
+==================  ====================================================================
 
 **Presentation**: how the chapters look and run.
 
-================  ====================================================================
-``runtime``       seeding, device, threads, figure style (first cell of every chapter)
-``plotting``      figure style, token axes, patches, attention heatmaps (all chapters)
-``diagrams``      schematic figures of the attention equations (chapters 2, 3)
-``lab_settings``  JupyterLab keeps the exercise widgets drawn after a reopen
-================  ====================================================================
+==================  ====================================================================
+``runtime``         seeding, device, threads, figure style (first cell of every chapter)
+``plotting``        figure style, token axes, patches, attention heatmaps (all chapters)
+``diagrams``        schematic figures of the attention equations (chapters 2, 3)
+``lab_settings``    JupyterLab keeps the exercise widgets drawn after a reopen
+==================  ====================================================================
 
 **Exercises and grading**: ``exercises`` (the self-checking exercise notebooks:
 checks, hints, quizzes, the runner that calls a learner's function) and
@@ -50,7 +52,7 @@ autograder; ``sandbox``, where graded code runs; ``gradebook``, a class through
 nbgrader).
 
 Not imported by ``import transformer_course``: ``diagrams``, ``ngram``,
-``train_gpt`` (``python -m transformer_course.train_gpt``), ``lab_settings``
+``train_gpt``       (``python -m transformer_course.train_gpt``), ``lab_settings``
 (``python -m transformer_course.lab_settings``), ``exercises`` and ``grading``.
 Repository tooling that learners do not need (the book's JavaScript, the
 release of student notebooks) lives outside the package, in ``tools/``.
@@ -59,6 +61,8 @@ The test tests/test_package.py lists the package's modules and checks that each
 is named here.
 """
 
+from . import digit_rows as digit_rows  # chapter 4's classifier of the digits
+from . import position_tasks as position_tasks  # chapter 5's model and lag task
 from . import torch_layers as torch_layers  # to and from PyTorch's layers
 from . import train_vit as train_vit  # chapter 7's recipe for the digits
 from .attention import (
