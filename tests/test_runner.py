@@ -641,3 +641,81 @@ def test_names_derived_imported_or_under_a_magic_count_as_computed_with_the_cour
     computed = runner._computed_with_the_course(namespace)
     assert {"MASK", "DERIVED", "ALIASED", "TIMED"} <= computed
     assert not {"PLAIN", "DERIVED_TOO", "NOT_COURSE"} & computed
+
+
+def _scipy_softmax(values):
+    import scipy.special
+
+    return scipy.special.softmax(values, axis=-1)
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [  # red team, pass 19: the numbers leave torch another way, SciPy does the work
+        lambda x: torch.tensor(_scipy_softmax(__import__("numpy").from_dlpack(x))),
+        lambda x: torch.tensor(_scipy_softmax(x.tolist())),
+        lambda x: torch.tensor(_scipy_softmax([[float(v) for v in row] for row in x])),
+    ],
+    ids=["dlpack", "tolist", "floats"],
+)
+def test_a_softmax_from_scipy_is_caught_however_the_numbers_leave_torch(cheat):
+    torch.testing.assert_close(cheat(X).double(), X.softmax(-1).double())  # it works...
+    outcome = one(cheat, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse"  # ...and is refused
+    assert "NumPy/SciPy versions" in outcome["message"]
+
+
+def test_a_lookup_in_numpy_through_to_dlpack_is_a_forbidden_embedding():
+    """Red team, pass 19: torch.utils.dlpack.to_dlpack (torch._C._to_dlpack, a C
+    function) handed the table to NumPy, whose indexing read the rows."""
+    import numpy as np
+
+    class Capsule:
+        def __init__(self, tensor):
+            self.capsule = torch.utils.dlpack.to_dlpack(tensor)
+
+        def __dlpack__(self, stream=None, **kwargs):
+            return self.capsule
+
+        def __dlpack_device__(self):
+            return (1, 0)  # the CPU
+
+    def cheat(ids, table):
+        rows, at = np.from_dlpack(Capsule(table)), np.from_dlpack(Capsule(ids))
+        return torch.from_dlpack(np.ascontiguousarray(rows[at]))
+
+    table, ids = torch.randn(5, 3), torch.tensor([0, 4, 4])
+    torch.testing.assert_close(cheat(ids, table), table[ids])  # it works...
+    outcome = one(cheat, ("embedding",), (ids, table))  # ...and is refused
+    assert outcome["error"] == "ForbiddenUse"
+    assert "F.embedding" in outcome["message"]
+
+
+def test_code_that_torch_compile_generated_is_refused_where_something_is_forbidden():
+    """Red team, pass 19: a kernel compiled ahead from torch.softmax (inductor,
+    outside the watched call) ran no operator the watch sees. Compiled code is
+    recognised by its module (torch._inductor, torch._dynamo) or, for a module
+    inductor generated, by the ``async_compile`` it defines; here both are stood
+    in for by plain modules, since compiling takes half a minute."""
+    import types
+
+    for name, marker in (
+        ("torch._inductor.stand_in", {}),
+        ("c2xyz", {"async_compile": 1}),
+    ):
+        generated = types.ModuleType(name)
+        generated.__dict__.update(marker, torch=torch)
+        exec(
+            "def call(x):\n    return (x - x.max(-1, keepdim=True).values).exp()",
+            generated.__dict__,
+        )
+        compiled = generated.call
+
+        def answer(x, compiled=compiled):
+            e = compiled(x)
+            return e / e.sum(-1, keepdim=True)
+
+        outcome = one(answer, forbidden=("softmax",))
+        assert outcome["error"] == "ForbiddenUse", name
+        assert "torch.compile" in outcome["message"]
+        assert one(answer)["error"] is None  # nothing forbidden: nothing to hide

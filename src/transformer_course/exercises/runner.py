@@ -71,8 +71,20 @@ NOT_ATTEMPTED = "NotAttempted"
 #: Size limits on what a learner's function may return (per call).
 LIMITS = {"elements": 1_000_000, "items": 10_000, "string": 100_000, "depth": 20}
 
-# Leaving torch for NumPy (where its own softmax or indexing would go unseen)
-_TO_NUMPY = ("numpy", "__array__")
+# Leaving torch for NumPy, SciPy or Python lists (where a library's own softmax
+# or indexing would go unseen): every way a tensor's numbers leave torch
+_TO_NUMPY = (
+    "numpy",
+    "__array__",
+    "tolist",
+    "untyped_storage",
+    "_typed_storage",
+    "storage",
+    "__dlpack__",
+    "to_dlpack",
+    "_to_dlpack",
+    "data_ptr",
+)
 
 #: What an exercise may forbid: key -> (what the hint names, Python-level function
 #: names, aten operator names). Both levels are watched while the function runs.
@@ -204,12 +216,6 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "unfold",
                 # leaving torch for Python lists or raw memory, where a row is
                 # read without any operator torch sees
-                "tolist",
-                "untyped_storage",
-                "_typed_storage",
-                "storage",
-                "__dlpack__",
-                "data_ptr",
                 *_TO_NUMPY,
             }
         ),
@@ -251,6 +257,12 @@ FORBIDDEN["softmax"] = (
 # torch's own Python re-implementations of its operators (references and
 # decompositions): a function there that starts with a forbidden name computes it.
 _TORCH_PYTHON = ("torch._refs", "torch._decomp", "torch._prims.")
+#: Libraries whose own functions are matched by name against the forbidden list:
+#: torch, and the softmax of SciPy (scipy.special.softmax) and scikit-learn.
+_LIBRARIES = ("torch", "scipy", "numpy", "sklearn")
+#: torch.compile's machinery: a kernel it generated runs no operator the watch
+#: sees, so calling compiled code is refused wherever something is forbidden.
+_COMPILED = ("torch._inductor", "torch._dynamo")
 
 #: What a learner's function never needs, and what switches the watch off or
 #: searches the process for it: the profile hook, torch's mode stacks, the
@@ -291,6 +303,11 @@ def forbidden_message(key: str) -> str:
         return (
             "this exercise asks you not to switch off or look for its checks "
             "(sys.setprofile, gc.get_objects, sys._getframe, torch's mode stacks)"
+        )
+    if key == "compiled":
+        return (
+            "this exercise cannot check code compiled with torch.compile (its "
+            "kernels run no operation the checks see): write it in plain PyTorch"
         )
     return f"this exercise asks you not to use {FORBIDDEN[key][0]}"
 
@@ -355,10 +372,18 @@ class _Watch:
             while isinstance(arg, functools.partial):  # partial(gc.get_objects)()
                 arg = arg.func
             name, caller = getattr(arg, "__name__", ""), frame
-            callee_module = ""
+            # a C function's module, or its object's (tensor.tolist: "torch")
+            callee_module = getattr(arg, "__module__", None) or ""
+            if not callee_module and getattr(arg, "__self__", None) is not None:
+                callee_module = type(arg.__self__).__module__ or ""
         elif event == "call":
             name, caller = frame.f_code.co_name, frame.f_back
             callee_module = frame.f_globals.get("__name__") or ""
+            if self.names and (
+                callee_module.startswith(_COMPILED)
+                or "async_compile" in frame.f_globals
+            ):  # torch.compile's code, or a module inductor generated
+                return "compiled"
             if (
                 frame.f_globals is not globals()
                 and _is_course(callee_module)
@@ -367,7 +392,7 @@ class _Watch:
                 self.course.append(f"{callee_module}.{frame.f_code.co_qualname}")
         else:
             return None
-        if self.names and callee_module.startswith("torch"):
+        if self.names and callee_module.startswith(_LIBRARIES):
             if name in self.names:
                 return self.names[name]
             if callee_module.startswith(_TORCH_PYTHON):
