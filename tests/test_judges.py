@@ -442,7 +442,12 @@ USUAL_ERRORS = {
     ),
     "q @ k untransposed": (
         lambda: torch.randn(2, 3, 4) @ torch.randn(2, 5, 4),
-        "k.transpose(-2, -1)",
+        ".transpose(-2, -1)",
+    ),
+    "one_hot without num_classes": (  # the learner round of issue 21
+        lambda: torch.nn.functional.one_hot(torch.tensor([0, 3])).float()
+        @ torch.randn(6, 2),
+        "num_classes",
     ),
     "a matrix by an untransposed weight": (
         lambda: torch.randn(3, 4) @ torch.randn(5, 4),

@@ -719,3 +719,161 @@ def test_code_that_torch_compile_generated_is_refused_where_something_is_forbidd
         assert outcome["error"] == "ForbiddenUse", name
         assert "torch.compile" in outcome["message"]
         assert one(answer)["error"] is None  # nothing forbidden: nothing to hide
+
+
+def _the_watch():
+    """The runner's watch, reached as a learner's code could: through the frames
+    of a traceback, with no call the hook looks for."""
+    try:
+        raise LookupError
+    except LookupError as err:
+        frame = err.__traceback__.tb_frame
+    while frame is not None and "watch" not in frame.f_locals:
+        frame = frame.f_back
+    return None if frame is None else frame.f_locals["watch"]  # None: not watched
+
+
+def test_a_function_that_empties_the_watch_from_inside_is_still_caught():
+    """Red team, pass 19: from inside the call, empty the watch's tables, so that
+    nothing it looks for is found, and use a library's softmax."""
+
+    def cheat(x):
+        import scipy.special
+
+        watch = _the_watch()
+        for table in (
+            (watch.functions, watch.names, watch.prefixes, watch.ops) if watch else ()
+        ):
+            table.clear()
+        return torch.tensor(scipy.special.softmax(x.tolist(), axis=-1))
+
+    torch.testing.assert_close(cheat(X).float(), X.softmax(-1))  # it works...
+    outcome = one(cheat, forbidden=("softmax",))  # ...and is refused
+    assert outcome["error"] == "ForbiddenUse"
+    assert "switch off or look for its checks" in outcome["message"]
+
+
+def test_a_hook_that_raised_stays_off_whatever_the_function_erases():
+    """A forbidden call the function catches, then erases from the record: the
+    hook raised, which unset it, and that is seen after the function returns."""
+
+    def cheat(x):
+        watch = _the_watch()
+        try:
+            import scipy.special
+
+            values = scipy.special.softmax([[1.0, 2.0]], axis=-1)
+        except Exception:
+            values = None
+        if watch is not None:
+            watch.hits.clear()
+        e = x.exp()
+        return e / e.sum(-1, keepdim=True) if values is None else e
+
+    outcome = one(cheat, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse"
+
+
+def test_a_process_started_inside_the_call_is_refused_where_something_is_forbidden():
+    """Red team, pass 19: a helper process started by the first call did the
+    softmax where no watch reaches."""
+    import subprocess
+    import sys
+
+    def with_a_helper(x):
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        e = x.exp()
+        return e / e.sum(-1, keepdim=True)
+
+    outcome = one(with_a_helper, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "another process" in outcome["message"]
+    assert one(with_a_helper)["error"] is None  # nothing forbidden: allowed
+
+
+def test_sampling_the_table_as_an_image_is_a_forbidden_lookup():
+    """Red team, pass 19: F.grid_sample in nearest mode reads rows of the table."""
+
+    def cheat(ids, table):
+        V, D = table.shape
+        image = table.T.reshape(1, D, 1, V)  # D channels, one row of V pixels
+        xs = ids.to(table.dtype) * 2 / (V - 1) - 1  # each id's pixel, in [-1, 1]
+        grid = torch.stack([xs, torch.zeros_like(xs)], -1).reshape(1, 1, -1, 2)
+        out = F.grid_sample(image, grid, mode="nearest", align_corners=True)
+        return out.reshape(D, -1).T  # (N, D)
+
+    table, ids = torch.randn(5, 3), torch.tensor([0, 4, 2])
+    torch.testing.assert_close(cheat(ids, table), table[ids])  # it works...
+    outcome = one(cheat, ("embedding",), (ids, table))  # ...and is refused
+    assert outcome["error"] == "ForbiddenUse"
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [  # red team, pass 20
+        lambda x: (lambda y: y - torch.stack(y.unbind(-1)).logsumexp(0)[..., None])(x),
+        lambda x: torch.exp2(
+            x / 0.6931471805599453
+            - torch.logaddexp2(*(x / 0.6931471805599453).unbind(-1))[..., None]
+        ),
+    ],
+    ids=["logsumexp", "logaddexp2"],
+)
+def test_other_spellings_of_logsumexp_are_a_forbidden_softmax(cheat):
+    outcome = one(cheat, forbidden=("softmax",), args=(torch.randn(3, 2),))
+    assert outcome["error"] == "ForbiddenUse"
+
+
+def test_a_numpy_ufunc_reduction_is_matched_by_the_ufuncs_name():
+    """Red team, pass 20: np.logaddexp.reduce reached the hook as "reduce"."""
+    import numpy as np
+
+    def cheat(x):
+        values = [[float(v) for v in row] for row in x.unbind(0)]
+        lse = np.logaddexp.reduce(np.array(values), axis=-1)
+        return (x - torch.tensor(lse, dtype=x.dtype)[:, None]).exp()
+
+    torch.testing.assert_close(cheat(X), X.softmax(-1))  # it works...
+    assert one(cheat, forbidden=("softmax",))["error"] == "ForbiddenUse"  # ...refused
+
+
+def test_a_raw_thread_or_ctypes_is_refused_where_something_is_forbidden():
+    """Red team, pass 20: a thread started with _thread escaped the hook;
+    ctypes reaches native code no watch follows."""
+    import _thread
+    import ctypes
+
+    def raw_thread(x):
+        done = []
+        _thread.start_new_thread(done.append, (1,))
+        e = x.exp()
+        return e / e.sum(-1, keepdim=True)
+
+    def native(x):
+        ctypes.CDLL(None)
+        e = x.exp()
+        return e / e.sum(-1, keepdim=True)
+
+    for answer in (raw_thread, native):
+        outcome = one(answer, forbidden=("softmax",))
+        assert outcome["error"] == "ForbiddenUse", answer.__name__
+        assert one(answer)["error"] is None  # nothing forbidden: allowed
+
+
+def test_calls_hidden_in_code_run_with_exec_count_as_the_learners():
+    """Red team, pass 20: a helper exec'd into a dict of its own switched the
+    hook off, used SciPy, and put the hook back."""
+    helper = {}
+    exec(
+        "import sys\ndef helper(x):\n    hook = sys.getprofile()\n    return hook\n",
+        helper,
+    )
+
+    def cheat(x):
+        helper["helper"](x)
+        e = x.exp()
+        return e / e.sum(-1, keepdim=True)
+
+    outcome = one(cheat, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse"
+    assert "switch off or look for its checks" in outcome["message"]

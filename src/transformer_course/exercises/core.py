@@ -457,9 +457,10 @@ USUAL_ERRORS = (
     ),
     (
         r"shapes cannot be multiplied|Expected size for first two dimensions",
-        "In a @ b, a's last size must equal b's second-to-last. To multiply by "
-        "the transpose of a batched k, swap its last two dimensions: "
-        "k.transpose(-2, -1) (k.T reverses every dimension).",
+        "In a @ b, a's last size must equal b's second-to-last: print both "
+        "shapes to see which is off. Two usual causes: .T on a batched tensor "
+        "reverses every dimension (swap the last two: .transpose(-2, -1)), and "
+        "F.one_hot without num_classes is only as wide as the largest id + 1.",
     ),
     (
         r"Expected target size|to match target batch_size",
@@ -502,8 +503,13 @@ def in_plain_words(message: str) -> str:
 def raised_with_hint(error: str, message: str) -> str:
     """ "Your function raised E: message." with the plain-words hint, if any."""
     plain = in_plain_words(message)
-    said = f"Your function raised {error}: {message.rstrip()}"
-    if not said.endswith((".", "!", "?", ")")):
+    message = message.strip()
+    said = (
+        f"Your function raised {error}: {message}"
+        if message
+        else (f"Your function raised {error}")
+    )
+    if not said.endswith((".", "!", "?")):
         said += "."  # the course's words start a sentence of their own
     return f"{said} {plain}" if plain else said
 

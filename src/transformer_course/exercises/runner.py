@@ -84,6 +84,10 @@ _TO_NUMPY = (
     "to_dlpack",
     "_to_dlpack",
     "data_ptr",
+    # and back into torch from another library's memory
+    "from_numpy",
+    "frombuffer",
+    "from_dlpack",
 )
 
 #: What an exercise may forbid: key -> (what the hint names, Python-level function
@@ -104,6 +108,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "logsumexp",
                 "logcumsumexp",
                 "logaddexp",
+                "logaddexp2",
                 *_TO_NUMPY,
             }
         ),
@@ -113,6 +118,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "logcumsumexp",
                 "_logcumsumexp",
                 "logaddexp",
+                "logaddexp2",
                 "_softmax",
                 "_log_softmax",
                 "_safe_softmax",
@@ -214,6 +220,11 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "as_strided",
                 "masked_select",
                 "unfold",
+                # sampling the table as an image, nearest pixel: a lookup too
+                "grid_sample",
+                "grid_sampler",
+                "grid_sampler_2d",
+                "grid_sampler_3d",
                 # leaving torch for Python lists or raw memory, where a row is
                 # read without any operator torch sees
                 *_TO_NUMPY,
@@ -239,6 +250,11 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "gather",
                 "_embedding_bag",
                 "_embedding_bag_forward_only",
+                "grid_sampler",
+                "grid_sampler_2d",
+                "grid_sampler_3d",
+                "_grid_sampler_2d_cpu_fallback",
+                "cudnn_grid_sampler",
             }
         ),
     ),
@@ -281,7 +297,40 @@ ESCAPES = frozenset(
         "_pop_mode",
         "_pop_mode_temporarily",
         "_destroy",
+        # what finds the watch's modes and hook (red team, pass 19)
+        "_get_current_dispatch_mode",
+        "_get_current_dispatch_mode_stack",
+        "_get_current_function_mode",
+        "_get_current_function_mode_stack",
+        "_get_dispatch_stack_at",
+        "_get_function_stack_at",
+        "getprofile",
+        "gettrace",
+        "get_referents",
     }
+)
+
+#: Starting a process (red team, pass 19: a helper started inside the call did
+#: the forbidden work where no watch reaches): refused while something is forbidden.
+PROCESSES = frozenset(
+    {
+        "fork_exec",
+        "fork",
+        "forkpty",
+        "posix_spawn",
+        "posix_spawnp",
+        "execv",
+        "execve",
+        "system",
+        "spawnv",
+        "spawnve",
+    }
+)
+_PROCESS_MODULES = ("posix", "nt", "os", "_posixsubprocess")
+#: Starting a thread with _thread directly (red team, pass 20: threading's hook
+#: never reaches it): refused too.
+_RAW_THREADS = frozenset(
+    {"start_new_thread", "_start_new_thread", "start_joinable_thread", "start_new"}
 )
 
 _KERNEL_KEYS = (
@@ -302,7 +351,8 @@ def forbidden_message(key: str) -> str:
     if key == "escape":
         return (
             "this exercise asks you not to switch off or look for its checks "
-            "(sys.setprofile, gc.get_objects, sys._getframe, torch's mode stacks)"
+            "(sys.setprofile, gc.get_objects, sys._getframe, torch's mode stacks) "
+            "or to start another process"
         )
     if key == "compiled":
         return (
@@ -332,6 +382,14 @@ class _Watch:
         self.hits: list[str] = []
         self.course: list[str] = []  # course package code that ran
         self.home: dict | None = None  # the learner's namespace
+
+    def tables(self) -> tuple:
+        """What the watch looks for, by value: compared before and after a call,
+        since code that reaches the watch could empty its tables."""
+        return tuple(
+            frozenset(table.items())
+            for table in (self.functions, self.ops, self.names, self.prefixes)
+        )
 
     def hit(self, key: str):
         if key not in self.hits:
@@ -374,8 +432,23 @@ class _Watch:
             name, caller = getattr(arg, "__name__", ""), frame
             # a C function's module, or its object's (tensor.tolist: "torch")
             callee_module = getattr(arg, "__module__", None) or ""
-            if not callee_module and getattr(arg, "__self__", None) is not None:
-                callee_module = type(arg.__self__).__module__ or ""
+            owner = getattr(arg, "__self__", None)
+            if not callee_module and owner is not None:
+                callee_module = type(owner).__module__ or ""
+            if callee_module == "numpy" and hasattr(owner, "nin"):
+                name = getattr(owner, "__name__", name)  # np.logaddexp.reduce
+            if (
+                self.names
+                and callee_module in ("_thread", "threading")
+                and name in _RAW_THREADS
+            ):
+                return "escape"  # a thread no hook follows
+            own = getattr(arg, "__module__", None) or ""  # the function's own
+            if self.names and (
+                own.startswith(_COMPILED)
+                or (own and own.split(".")[0] not in sys.modules)
+            ):  # a compiled kernel (inductor's cpp_fused_..., in a module of its own)
+                return "compiled"
         elif event == "call":
             name, caller = frame.f_code.co_name, frame.f_back
             callee_module = frame.f_globals.get("__name__") or ""
@@ -384,6 +457,8 @@ class _Watch:
                 or "async_compile" in frame.f_globals
             ):  # torch.compile's code, or a module inductor generated
                 return "compiled"
+            if self.names and callee_module == "ctypes":
+                return "escape"  # native code, which no watch follows
             if (
                 frame.f_globals is not globals()
                 and _is_course(callee_module)
@@ -392,6 +467,13 @@ class _Watch:
                 self.course.append(f"{callee_module}.{frame.f_code.co_qualname}")
         else:
             return None
+        if (
+            self.names
+            and event == "c_call"
+            and name in PROCESSES
+            and callee_module in _PROCESS_MODULES
+        ):
+            return "escape"  # a process the watch would not follow
         if self.names and callee_module.startswith(_LIBRARIES):
             if name in self.names:
                 return self.names[name]
@@ -400,9 +482,20 @@ class _Watch:
                 for prefix, key in self.prefixes.items():
                     if bare.startswith(prefix):
                         return key
-        if name in ESCAPES and caller is not None and caller.f_globals is self.home:
+        if name in ESCAPES and caller is not None and self._learners(caller):
             return "escape"  # called by the learner's code itself
         return None
+
+    def _learners(self, frame) -> bool:
+        """Whether ``frame`` runs the learner's code: in the learner's namespace,
+        or with globals that are no imported module's (code run with exec in a
+        dict of its own: the twentieth red team hid its calls so)."""
+        if frame.f_globals is self.home:
+            return True
+        module = sys.modules.get(frame.f_globals.get("__name__") or "")
+        return (
+            module is None or getattr(module, "__dict__", None) is not frame.f_globals
+        )
 
     @contextlib.contextmanager
     def profiled(self):
@@ -411,9 +504,16 @@ class _Watch:
         and the calls that would switch the watch off (:data:`ESCAPES`)."""
 
         def profile(frame, event, arg):
+            if frame.f_code is _PROFILED_CODE:  # this method's own exit, below
+                return
             key = self._python_hit(frame, event, arg)
-            if key is not None and key not in self.hits:
-                self.hits.append(key)
+            if key is not None:
+                if key not in self.hits:
+                    self.hits.append(key)
+                # raised from the hook, which unsets it: however the learner's
+                # code catches this and whatever it then does to the record of
+                # hits, the missing hook is seen once the function has returned
+                raise ForbiddenUse(forbidden_message(key))
 
         before, before_threads = sys.getprofile(), threading.getprofile()
         threading.setprofile(profile)
@@ -451,6 +551,8 @@ class _Watch:
                                         qualified, self._refusal(key), dispatch_key
                                     )
             yield
+            if library.m is None:  # destroyed from the learner's code
+                self.hits.append("escape")
         finally:
             library._destroy()
 
@@ -1023,6 +1125,7 @@ def call_cases(
         args = copy.deepcopy(pristine)
         watch.hits.clear()
         watch.course.clear()
+        tables = watch.tables()  # held here, out of the watch's reach
         error = None
         try:
             if forbidden:
@@ -1039,6 +1142,8 @@ def call_cases(
             error = err  # from inside torch or a helper: the learner's bug
         except Exception as err:  # the learner's bug, reported as a hint
             error = err
+        if watch.tables() != tables:  # the learner's code emptied the watch
+            watch.hits.insert(0, "escape")
         if watch.course:  # reached at run time (``__import__`` of a computed name)
             message = (
                 f"your solution uses the course package ({watch.course[0]}), which "
@@ -1583,9 +1688,24 @@ def _watching_hooks() -> str:
         found.append("a trace hook")
     if _GETPROFILE() is not None or _THREADING_HOOKS[1]() is not None:
         found.append("a profile hook")
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 or _os_threads() > _OS_THREADS_AT_START[0]:
+        # the second: threads started with _thread, which threading does not
+        # count (the twentieth red team forged a test's verdict from one)
         found.append("a thread running")
     return " and ".join(found)
+
+
+def _os_threads() -> int:
+    """The threads this process runs, as the operating system counts them (0
+    where /proc cannot say)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+#: Threads at the runner's start (torch's own included): more later is a cell's
+_OS_THREADS_AT_START = [_os_threads()]
 
 
 def _after_the_standard_library(path: list[str]) -> int:
@@ -1638,6 +1758,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
     sys.path.insert(_after_the_standard_library(sys.path), os.getcwd())
     progress = os.fdopen(progress_fd, "a", buffering=1, encoding="utf-8")
     namespace, run = _shell()
+    _OS_THREADS_AT_START[0] = _os_threads()  # this process's, before any cell
     progress.write("preamble\n")
     preamble_error = run(preamble)
     errors, skipped = [], set()
@@ -1853,6 +1974,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _MISSING = object()
+#: The code of :meth:`_Watch.profiled`, whose own calls its hook leaves alone
+_PROFILED_CODE = _Watch.profiled.__wrapped__.__code__
 _PRISTINE = _snapshot()
 _PRISTINE_FORBIDDEN = _forbidden_now()
 _PRISTINE_RELIED = _relied_on()
