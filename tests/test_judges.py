@@ -445,8 +445,10 @@ USUAL_ERRORS = {
         ".transpose(-2, -1)",
     ),
     "one_hot without num_classes": (  # the learner round of issue 21
-        lambda: torch.nn.functional.one_hot(torch.tensor([0, 3])).float()
-        @ torch.randn(6, 2),
+        lambda: (
+            torch.nn.functional.one_hot(torch.tensor([0, 3])).float()
+            @ torch.randn(6, 2)
+        ),
         "num_classes",
     ),
     "a matrix by an untransposed weight": (
