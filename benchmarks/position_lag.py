@@ -15,13 +15,13 @@ and asserts what it says of them.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 
 import torch
+from seed_runs import parse_seed_run  # benchmarks/seed_runs.py
 
 from transformer_course.position_tasks import ENCODINGS, lag_accuracy, train_lag
 from transformer_course.seeds import over_seeds, record
@@ -30,18 +30,7 @@ LENGTHS = (16, 32, 64)  # trained on 16
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few steps, one seed")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write the figures into the package (transformer_course/recorded/"
-        "position_lag.json), where chapter 5 reads them",
-    )
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1 if args.quick else args.threads)
+    args = parse_seed_run(__doc__, "position_lag", chapter=5, seeds=5, argv=argv)
     steps, warmup = (3, 1) if args.quick else (400, 20)
     seeds = range(1 if args.quick else args.seeds)
     print(

@@ -12,7 +12,6 @@ inside its time budget; these are the longer ones it can point to (issue 14).
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -21,6 +20,7 @@ from dataclasses import replace
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 
 import torch
+from seed_runs import parse_seed_run  # benchmarks/seed_runs.py
 
 import transformer_course as tc
 from transformer_course.seeds import record
@@ -38,18 +38,7 @@ VARIANTS = {
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few steps, one seed")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write the figures into the package (transformer_course/recorded/"
-        "vit_ablations.json), where chapter 7 reads them",
-    )
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1 if args.quick else args.threads)
+    args = parse_seed_run(__doc__, "vit_ablations", chapter=7, seeds=3, argv=argv)
     digits = tc.load_digits()
     run = replace(DIGITS, train={**DIGITS.train, "eval_every": None})
     if args.quick:

@@ -15,13 +15,13 @@ prints their means, spreads and 95 % intervals and asserts what it says of them.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see gpt_quality.py
 
 import torch
+from seed_runs import parse_seed_run  # benchmarks/seed_runs.py
 
 import transformer_course as tc
 from transformer_course.digit_rows import rise_after, row_accuracy, train_rows
@@ -38,18 +38,7 @@ LR, STEPS, WARMED = 1e-2, 150, 49  # step 49 is the 50th: the warm-up's last
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a few steps, one seed")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="write the figures into the package (transformer_course/recorded/"
-        "warmup_digits.json), where chapter 4 reads them",
-    )
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1 if args.quick else args.threads)
+    args = parse_seed_run(__doc__, "warmup_digits", chapter=4, seeds=5, argv=argv)
     digits = tc.load_digits()
     steps, n_blocks = (3, 2) if args.quick else (STEPS, 12)
     seeds = range(1 if args.quick else args.seeds)
