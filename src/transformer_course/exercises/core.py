@@ -390,8 +390,9 @@ def foundations_note(
     one = len(failing) == 1
     return (
         f"First fix your {names}: {'it does' if one else 'they do'} not pass "
-        f"{'its' if one else 'their'} own checks yet, and this function calls "
-        f"{'it' if one else 'them'}, so its checks fail too. Then check this one again."
+        f"{'its' if one else 'their'} own checks yet, and if this function calls "
+        f"{'it' if one else 'them'}, its checks fail with "
+        f"{'it' if one else 'them'}. Then check this one again."
     )
 
 
