@@ -444,6 +444,10 @@ USUAL_ERRORS = {
         lambda: torch.randn(2, 3, 4) @ torch.randn(2, 5, 4),
         ".transpose(-2, -1)",
     ),
+    "cat of a vector and a batch": (  # the learner round of issue 21
+        lambda: torch.cat([torch.zeros(1, 4), torch.zeros(2, 3, 4)], dim=1),
+        "expand(B, 1, D)",
+    ),
     "one_hot without num_classes": (  # the learner round of issue 21
         lambda: (
             torch.nn.functional.one_hot(torch.tensor([0, 3])).float()

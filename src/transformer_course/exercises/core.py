@@ -471,8 +471,16 @@ USUAL_ERRORS = (
     ),
     (
         r"Dimension out of range",
-        "A dim past the tensor's last dimension: count from the end (dim=-1 is "
-        "the last), which works with and without batch dimensions.",
+        "A dim past the tensor's last dimension. Check its shape first: a tensor "
+        "with fewer dimensions than you meant (a (D,) vector where (B, 1, D) was "
+        "meant: reshape or expand it) raises this too. Counting from the end "
+        "(dim=-1 is the last) works with and without batch dimensions.",
+    ),
+    (
+        r"Tensors must have same number of dimensions",
+        "torch.cat and torch.stack need tensors with the same number of "
+        "dimensions: give the smaller one its missing dimensions first "
+        "(x.reshape(1, 1, D).expand(B, 1, D)).",
     ),
     (
         r"view size is not compatible with input tensor",
