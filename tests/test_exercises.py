@@ -379,6 +379,21 @@ def test_check_widget_shows_results_and_check_again_uses_the_latest_definition(
     assert widgets.PROGRESS["merge_pair"] == "passed"
 
 
+def test_an_interrupted_check_says_so_in_its_widget(monkeypatch, stubs):
+    """The learner round of issue 21: after Kernel > Interrupt the widget still
+    read "Checking ... (stopped after 30 s ...)" half a minute later."""
+    box = chapter(1).check("merge_pair", stubs["merge_pair"])
+    results, button = box.children
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(widgets, "run_exercise", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        button.click()
+    assert "Interrupted: the check of merge_pair() did not finish" in results.value
+
+
 def test_check_widget_lists_failures_with_hints():
     box = chapter(1).check("merge_pair", fn(WRONG["merge_pair"], "merge_pair"))
     shown = box.children[0].value

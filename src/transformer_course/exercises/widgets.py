@@ -276,7 +276,14 @@ def check_widget(
             f"<i>Checking {html.escape(exercise.function)}() … (stopped after "
             f"{CHECK_SECONDS:g} s if it has not returned)</i>"
         )
-        fresh = _with_foundations(run_exercise(exercise, latest), siblings)
+        try:
+            fresh = _with_foundations(run_exercise(exercise, latest), siblings)
+        except KeyboardInterrupt:  # the kernel was interrupted while it checked
+            results.value = (
+                f"<i>Interrupted: the check of {html.escape(exercise.function)}() "
+                "did not finish. Press Check again when it is ready.</i>"
+            )
+            raise
         PROGRESS[exercise.key] = fresh.status
         results.value = render_report(fresh)
         box.fallback_text = report_text(fresh)
