@@ -74,7 +74,8 @@ def masked_softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Such a row is a query that may attend to no key, e.g. a padding position.
     The plain formula gives 0/0 = NaN there, and NaN gradients that spread into
     every query and key through the matrix products. PyTorch's fused kernel
-    returns zeros with finite gradients, and so does this. Any shape.
+    (2.13, the version the course is tested with) returns zeros with finite
+    gradients, and so does this. Any shape.
     """
     row_max = scores.amax(dim=dim, keepdim=True).detach()  # the shift cancels
     row_max = row_max.masked_fill(row_max == float("-inf"), 0.0)  # exp(-inf - 0) = 0
