@@ -430,9 +430,10 @@ class _Watch:
             while isinstance(arg, functools.partial):  # partial(gc.get_objects)()
                 arg = arg.func
             name, caller = getattr(arg, "__name__", ""), frame
-            # a C function's module, or its object's (tensor.tolist: "torch")
-            callee_module = getattr(arg, "__module__", None) or ""
+            # a C function's own module, or its object's (tensor.tolist: "torch")
+            own = getattr(arg, "__module__", None) or ""
             owner = getattr(arg, "__self__", None)
+            callee_module = own
             if not callee_module and owner is not None:
                 callee_module = type(owner).__module__ or ""
             if callee_module == "numpy" and hasattr(owner, "nin"):
@@ -443,7 +444,6 @@ class _Watch:
                 and name in _RAW_THREADS
             ):
                 return "escape"  # a thread no hook follows
-            own = getattr(arg, "__module__", None) or ""  # the function's own
             if self.names and (
                 own.startswith(_COMPILED)
                 or (own and own.split(".")[0] not in sys.modules)
