@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,25 @@ def open_notebook(page, lab):
     page.goto(f"{lab['url']}/lab/tree/{NOTEBOOK}?token={TOKEN}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=WAIT)
     kernel_idle(page)
+
+
+def no_kernels_left(lab) -> None:
+    """Wait until the server has no running kernel.
+
+    The status bar changes as soon as a shutdown is asked for; reopening the
+    notebook before the server has ended the session joins the dying kernel,
+    which never becomes idle again.
+    """
+    request = urllib.request.Request(
+        f"{lab['url']}/api/kernels", headers={"Authorization": f"token {TOKEN}"}
+    )
+    deadline = time.monotonic() + WAIT / 1000
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            if reply.read().strip() == b"[]":
+                return
+        time.sleep(0.25)
+    pytest.fail("JupyterLab still runs a kernel after it was shut down")
 
 
 def kernel_idle(page) -> None:
@@ -253,6 +273,7 @@ def test_a_learner_works_through_the_notebook(page, lab):
     page.wait_for_timeout(1000)
     menu(page, "Kernel", "Shut Down Kernel")  # as when JupyterLab is closed
     page.wait_for_selector("text=Python 3 (ipykernel) | Idle", state="detached")
+    no_kernels_left(lab)
     open_notebook(page, lab)
     page.wait_for_timeout(2000)
     assert not unrendered_widgets(page), unrendered_widgets(page)
