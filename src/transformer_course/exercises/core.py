@@ -56,7 +56,7 @@ from typing import Any
 
 import torch
 
-from . import runner
+from . import runner, screen
 from .runner import to_plain
 from .twins import LOUD, default_twins, fresh_values, louder
 
@@ -677,6 +677,10 @@ def run_exercise(exercise: Exercise, function: Callable | None) -> Report:
     if function is None:
         return Report(exercise, NOT_ATTEMPTED)
     case_lists = [check.cases() for check in exercise.checks]
+    if exercise.forbidden:
+        finding = screen.screen(_kernel_inputs())
+        if finding is not None:
+            return screened_out(exercise, case_lists, finding, "In")
     loaded = as_the_grader_loads(case_lists)
     seconds = CHECK_SECONDS
     try:
@@ -698,6 +702,36 @@ def run_exercise(exercise: Exercise, function: Callable | None) -> Report:
     return report_from_outcomes(exercise, case_lists, outcome_lists)
 
 
+def _kernel_inputs() -> list[tuple[int, str]]:
+    """The cells this kernel has run, as typed ((execution count, source));
+    none outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython is in requirements.txt
+        return []
+    shell = get_ipython()
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    if not isinstance(history, list):
+        return []
+    return [(n, s) for n, s in enumerate(history) if n and isinstance(s, str)]
+
+
+def screened_out(
+    exercise: Exercise,
+    case_lists: list[list[tuple]],
+    finding: screen.Finding,
+    cell_word: str = "cell",
+) -> Report:
+    """The report of an exercise whose notebook holds a construct
+    :func:`.screen.screen` refuses: every check failed, naming it, in the
+    notebook and in the grader alike."""
+    refused = [
+        [Outcome(error=SCREENED, message=finding.message(cell_word)) for _ in cases]
+        for cases in case_lists
+    ]
+    return report_from_outcomes(exercise, case_lists, refused)
+
+
 def as_the_grader_loads(case_lists: list[list[tuple]]) -> list[list[tuple]]:
     """The cases after the trip the grader gives them: saved by ``torch.save``
     and read back by ``torch.load(weights_only=True)`` (see :mod:`..sandbox`).
@@ -711,10 +745,13 @@ def as_the_grader_loads(case_lists: list[list[tuple]]) -> list[list[tuple]]:
     return torch.load(buffer, weights_only=True)
 
 
+#: The error of outcomes refused before any call (:func:`screened_out`).
+SCREENED = "ScreenedOut"
 #: Outcome errors that fail a whole exercise, whatever its values.
 DISQUALIFYING = {
     "ForbiddenUse": "Write it yourself: {message}.",
     "CoursePackageUsed": "Don't call the course's own code: {message}.",
+    SCREENED: "Not run: {message}.",
 }
 INPUTS_UNCHANGED = "leaves its inputs unchanged"
 

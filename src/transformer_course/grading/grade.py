@@ -49,13 +49,14 @@ from pathlib import Path
 
 import nbformat
 
-from ..exercises import CHAPTERS
+from ..exercises import CHAPTERS, screen
 from ..exercises.core import (
     CHECK_SECONDS,
     Exercise,
     foundations_note,
     outcome_from_dict,
     report_from_outcomes,
+    screened_out,
 )
 from ..exercises.runner import to_plain
 from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
@@ -582,6 +583,23 @@ def _grade_exercises(
         if not defining:
             final[exercise.key] = _grade(
                 exercise, "missing", f"no cell defines {exercise.function}()"
+            )
+            continue
+        finding = (
+            screen.screen((i + 1, source) for i, source in cells)
+            if exercise.forbidden
+            else None
+        )
+        if finding is not None:  # refused before it runs, as in the notebook
+            cases = [check.cases() for check in exercise.checks]
+            report = screened_out(exercise, cases, finding)
+            final[exercise.key] = _grade(
+                exercise,
+                report.status,
+                report.first_hint,
+                report.passed_count,
+                report.score,
+                len(report.results),
             )
             continue
         pending[exercise.key] = {

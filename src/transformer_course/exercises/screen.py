@@ -1,0 +1,585 @@
+"""Reading a learner's cells before they run: what no honest answer needs.
+
+An exercise that forbids a function (``softmax`` in chapter 2's, say) watches
+every call the answer makes (:mod:`.runner`). Twenty red-team passes found ways
+to make a call the watch cannot see: through the interpreter's own machinery
+(``sys.setprofile``, ``gc``, frames and closures), through threads the watch
+does not follow, or through C code that calls torch directly
+(``map(torch.from_numpy, ...)``). Each was closed where it ran; this module
+closes the doors they came through, by reading the cells instead of running
+them.
+
+:func:`screen` parses each cell (IPython syntax included) and reports the
+first construct on a short list that no answer to the course's exercises
+needs: importing a module outside :data:`ALLOWED_MODULES`, the interpreter's
+internals (dunder and frame attributes, ``torch._C`` and other private names),
+``exec``/``eval``/``compile``, ``getattr`` with a computed name, shell commands
+and most magics. The notebook's check (:func:`.core.run_exercise`, reading
+the kernel's input history) and the grader (:mod:`..grading.grade`, reading the
+submitted cells) screen the same way, so an answer gets the same verdict in
+both. Only exercises that forbid something are screened: elsewhere nothing is
+hidden from the checks that a learner could gain by hiding.
+
+The screen is a second line, not the only one: everything it refuses is also
+watched as the answer runs, where the watch can see it.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.machinery
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["ALLOWED_MODULES", "Finding", "screen"]
+
+#: Modules a screened notebook may import (and their submodules, except
+#: private or listed ones, see :data:`DENIED_ATTRIBUTES`).
+ALLOWED_MODULES = frozenset(
+    {
+        "__future__",
+        "abc",
+        "asyncio",
+        "bisect",
+        "cmath",
+        "collections",
+        "copy",
+        "dataclasses",
+        "decimal",
+        "einops",
+        "enum",
+        "fractions",
+        "functools",
+        "heapq",
+        "inspect",
+        "itertools",
+        "json",
+        "math",
+        "matplotlib",
+        "numbers",
+        "numpy",
+        "pprint",
+        "random",
+        "re",
+        "scipy",
+        "sklearn",
+        "statistics",
+        "string",
+        "textwrap",
+        "time",
+        "torch",
+        "tqdm",
+        "transformer_course",
+        "typing",
+        "unicodedata",
+        "warnings",
+    }
+)
+
+#: Attribute names refused on any object: doors to the interpreter (a module
+#: reached as an attribute, ``torch.sys``), to code the watch cannot see run
+#: (``torch.ops``, ``torch.compile``, ``torch.library``) and to numbers that
+#: leave torch through C (``torch.from_numpy``).
+DENIED_ATTRIBUTES = frozenset(
+    {
+        # modules that other modules hold as attributes
+        "sys",
+        "os",
+        "gc",
+        "ctypes",
+        "threading",
+        "importlib",
+        "builtins",
+        "subprocess",
+        "multiprocessing",
+        "signal",
+        "types",
+        "marshal",
+        "pickle",
+        "weakref",
+        "operator",
+        "socket",
+        "resource",
+        "atexit",
+        "runpy",
+        "concurrent",
+        # other threads and processes (asyncio's)
+        "to_thread",
+        "run_in_executor",
+        "create_subprocess_exec",
+        "create_subprocess_shell",
+        # writing a file that a later import would run (a module written with
+        # %%writefile is screened as a cell and may be imported)
+        "savetxt",
+        "tofile",
+        "save",
+        "savez",
+        "savez_compressed",
+        "write_text",
+        "write_bytes",
+        "writelines",
+        "memmap",
+        "open_memmap",
+        "savemat",
+        "mmwrite",
+        # torch's doors to code that runs outside the watched calls
+        "ops",
+        "library",
+        "compile",
+        "jit",
+        "fx",
+        "overrides",
+        "hub",
+        "export",
+        "cpp_extension",
+        "load",
+        "loads",
+        # numbers that leave torch through C
+        "from_numpy",
+        "frombuffer",
+        "from_dlpack",
+        "to_dlpack",
+        "data_ptr",
+        "storage",
+        "untyped_storage",
+        "ctypeslib",
+        # the interpreter's hooks
+        "setprofile",
+        "settrace",
+        "getprofile",
+        "gettrace",
+        "setswitchinterval",
+        "addaudithook",
+    }
+)
+
+#: Modules of which only some names may be used (``inspect.getsource``, not
+#: ``inspect.currentframe``): the module's name, bound by an import, may only
+#: be read as ``module.allowed_name``.
+RESTRICTED_MODULES = {
+    "inspect": frozenset(
+        {
+            "getsource",
+            "getsourcelines",
+            "getdoc",
+            "getfile",
+            "getcomments",
+            "signature",
+            "Signature",
+            "Parameter",
+            "cleandoc",
+            "isfunction",
+            "ismethod",
+            "isclass",
+            "ismodule",
+            "isbuiltin",
+            "isroutine",
+        }
+    ),
+}
+
+#: Frame, traceback, generator and code attributes: the way to another
+#: function's variables.
+FRAME_ATTRIBUTES = frozenset(
+    {
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_globals",
+        "f_locals",
+        "f_trace",
+        "tb_frame",
+        "tb_next",
+        "gi_frame",
+        "gi_code",
+        "cr_frame",
+        "cr_code",
+        "ag_frame",
+        "ag_code",
+        "co_code",
+        "co_consts",
+    }
+)
+
+#: Dunder attributes an answer may use (``super().__init__()``,
+#: ``type(x).__name__``); every other one is refused.
+ALLOWED_DUNDERS = frozenset(
+    {
+        "__init__",
+        "__name__",
+        "__qualname__",
+        "__doc__",
+        "__version__",
+        "__len__",
+        "__iter__",
+        "__next__",
+        "__getitem__",
+        "__contains__",
+        "__repr__",
+        "__str__",
+        "__call__",
+        "__enter__",
+        "__exit__",
+    }
+)
+
+#: Special methods an answer may not define: they run when the checks touch
+#: the answer's objects (comparing, copying, deleting), outside the call.
+DENIED_DEFINITIONS = frozenset(
+    {
+        "__torch_function__",
+        "__torch_dispatch__",
+        "__getattribute__",
+        "__getattr__",
+        "__del__",
+        "__init_subclass__",
+        "__set_name__",
+        "__class_getitem__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__deepcopy__",
+        "__copy__",
+        "__getstate__",
+        "__setstate__",
+        "__instancecheck__",
+        "__subclasscheck__",
+        "__array__",
+        "__array_ufunc__",
+        "__array_function__",
+        "__dlpack__",
+    }
+)
+
+#: Built-in names refused wherever they appear.
+DENIED_NAMES = frozenset(
+    {
+        "exec",
+        "eval",
+        "compile",
+        "__import__",
+        "globals",
+        "locals",
+        "vars",
+        "breakpoint",
+        "memoryview",
+        "open",
+        "get_ipython",
+        "__builtins__",
+        "__loader__",
+        "__spec__",
+    }
+)
+
+#: Built-ins that reach an attribute by name: allowed only when called
+#: directly with the name written out (``getattr(module, "weight")``).
+BY_NAME = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+
+#: Magics an answer may use (timing, plots, reloading one's modules, writing a
+#: file; the setup cell's ``%pip install`` of the course on Colab).
+ALLOWED_LINE_MAGICS = frozenset(
+    {
+        "time",
+        "timeit",
+        "matplotlib",
+        "pip",
+        "autoreload",
+        "load_ext",
+        "who",
+        "whos",
+        "store",
+    }
+)
+#: The extensions ``%load_ext`` may load.
+ALLOWED_EXTENSIONS = frozenset({"autoreload"})
+ALLOWED_CELL_MAGICS = frozenset({"time", "timeit", "capture", "writefile"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The first refused construct: in which cell, on which line, and what."""
+
+    cell: int  # the cell's number as its caller counts them
+    line: int  # 1-based, in the cell as written
+    what: str  # the construct, as a learner would recognise it
+
+    def message(self, cell_word: str = "cell") -> str:
+        """``cell_word`` "In" names the cell as the notebook numbers it, In [7]."""
+        where = f"In [{self.cell}]" if cell_word == "In" else f"{cell_word} {self.cell}"
+        return (
+            f"{self.what} ({where}, line {self.line}): an exercise that forbids a "
+            "function refuses, anywhere in its notebook, what could hide a call "
+            "from its checks; remove it and restart the kernel"
+        )
+
+
+def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
+    """The first refused construct in ``cells`` ((number, source) pairs, in the
+    order they run), or None. A cell that does not parse is skipped: it does
+    not run either."""
+    cells = list(cells)
+    local = frozenset(
+        m.group(1) for _, source in cells if (m := _WRITES_MODULE.match(source))
+    )
+    restricted = _restricted_aliases(source for _, source in cells)
+    for number, source in cells:
+        found = _screen_source(source, 0, local, restricted)
+        if found is not None:
+            line, what = found
+            return Finding(number, line, what)
+    return None
+
+
+def _python(source: str) -> str:
+    """A cell as the Python IPython runs (magics become ``get_ipython()``
+    calls); the source itself where IPython is not installed."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # pragma: no cover - IPython is in requirements.txt
+        return source
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # not IPython either: left for ast to refuse
+        return source
+
+
+def _parse(source: str) -> ast.Module | None:
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    try:
+        return compile(source, "<cell>", "exec", flags=flags, dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+
+
+#: ``%%writefile helpers.py``: a module of the learner's own, screened as a
+#: cell, which later cells may import.
+_WRITES_MODULE = re.compile(
+    r"\s*%%writefile\s+(?:-a\s+|--append\s+)?([A-Za-z_]\w*)\.py\s*\n"
+)
+#: What a file may not be named: one Python would import or run, or one in
+#: another folder.
+_RUNNABLE_SUFFIXES = (*importlib.machinery.all_suffixes(), ".pth", ".pyw")
+
+
+def _screen_source(
+    source: str, depth: int, local: frozenset[str], restricted: dict[str, str]
+) -> tuple[int, str] | None:
+    if depth > 4:  # magics inside magics inside magics
+        return 1, "nested cell magics"
+    tree = _parse(_python(source))
+    if tree is None:
+        return None
+    return _Reader(depth, local, restricted).first(tree)
+
+
+def _restricted_aliases(sources: Iterable[str]) -> dict[str, str]:
+    """The names the cells bind to a module of :data:`RESTRICTED_MODULES`
+    (``import inspect as ins``: {"ins": "inspect"})."""
+    aliases = {}
+    for source in sources:
+        tree = _parse(_python(source))
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in RESTRICTED_MODULES:
+                        aliases[alias.asname or alias.name] = alias.name
+    return aliases
+
+
+def _module_refused(dotted: str, local: frozenset[str] = frozenset()) -> str | None:
+    parts = dotted.split(".")
+    if parts[0] in local and len(parts) == 1:
+        return None
+    if parts[0] not in ALLOWED_MODULES:
+        return f"import {dotted}"
+    for part in parts[1:]:
+        if _attribute_refused(part):
+            return f"import {dotted}"
+    return None
+
+
+def _attribute_refused(name: str) -> bool:
+    if name.startswith("__") and name.endswith("__"):
+        return name not in ALLOWED_DUNDERS
+    if name.startswith("_"):
+        return True
+    return name in DENIED_ATTRIBUTES or name in FRAME_ATTRIBUTES
+
+
+class _Reader:
+    """Walks one cell's syntax tree; :meth:`first` returns the first refusal."""
+
+    def __init__(self, depth: int, local: frozenset[str], restricted: dict[str, str]):
+        self.depth = depth
+        self.local = local
+        self.restricted = restricted
+        self.parents: dict[int, ast.AST] = {}
+
+    def first(self, tree: ast.AST) -> tuple[int, str] | None:
+        self.parents = {
+            id(child): node
+            for node in ast.walk(tree)
+            for child in ast.iter_child_nodes(node)
+        }
+        callee_names = {
+            id(node.func)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in BY_NAME
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and not _attribute_refused(node.args[1].value)
+        }
+        magic_calls = {}
+        for node in ast.walk(tree):
+            magic = _magic(node)
+            if magic is not None:
+                magic_calls[id(node.func.value.func)] = (node, magic)
+        nodes = sorted(
+            (n for n in ast.walk(tree) if hasattr(n, "lineno")),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        for node in nodes:
+            line = node.lineno
+            if id(node) in magic_calls:
+                _, (kind, name, line_text, body) = magic_calls[id(node)]
+                refused = self._magic_refused(kind, name, line_text, body)
+                if refused is not None:
+                    return line + refused[0] - 1, refused[1]
+                continue
+            what = self._refused(node, callee_names)
+            if what is not None:
+                return line, what
+        return None
+
+    def _magic_refused(self, kind, name, line_text, body) -> tuple[int, str] | None:
+        if kind == "line":
+            if name not in ALLOWED_LINE_MAGICS:
+                return 1, f"the magic %{name}"
+            if name == "load_ext":
+                if line_text.split() and set(line_text.split()) <= ALLOWED_EXTENSIONS:
+                    return None
+                return 1, f"%load_ext {line_text.strip()}"
+            if name not in ("time", "timeit"):
+                return None
+            return _screen_source(
+                line_text, self.depth + 1, self.local, self.restricted
+            )
+        if kind == "cell":
+            if name not in ALLOWED_CELL_MAGICS:
+                return 1, f"the cell magic %%{name}"
+            if name == "writefile":
+                target = line_text.split()[-1] if line_text.split() else ""
+                if not target.endswith(".py"):
+                    if (
+                        "/" in target
+                        or "\\" in target
+                        or target.endswith(_RUNNABLE_SUFFIXES)
+                    ):
+                        return 1, f"%%writefile {target}"
+                    return None  # data: never run
+                if not re.fullmatch(r"[A-Za-z_]\w*\.py", target):
+                    return 1, f"%%writefile {target}"
+            found = _screen_source(body, self.depth + 1, self.local, self.restricted)
+            if found is not None:
+                return found[0] + 1, found[1]
+            return None
+        return 1, "a shell command (!)"
+
+    def _refused(self, node: ast.AST, callee_names: set[int]) -> str | None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                refused = _module_refused(alias.name, self.local)
+                if refused:
+                    return refused
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                return "a relative import"
+            module = node.module or ""
+            refused = _module_refused(module, self.local)
+            if refused:
+                return refused
+            allowed = RESTRICTED_MODULES.get(module)
+            for alias in node.names:
+                if (
+                    alias.name == "*"
+                    or _attribute_refused(alias.name)
+                    or (allowed is not None and alias.name not in allowed)
+                ):
+                    return f"from {module} import {alias.name}"
+        elif isinstance(node, ast.Attribute):
+            if _attribute_refused(node.attr) and not _own_private(node):
+                return f".{node.attr}"
+        elif isinstance(node, ast.Name):
+            module = self.restricted.get(node.id)
+            if module is not None and isinstance(node.ctx, ast.Load):
+                parent = self.parents.get(id(node))
+                if not (
+                    isinstance(parent, ast.Attribute)
+                    and parent.attr in RESTRICTED_MODULES[module]
+                ):
+                    attribute = (
+                        f".{parent.attr}" if isinstance(parent, ast.Attribute) else ""
+                    )
+                    return f"{module}{attribute}"
+            if node.id in DENIED_NAMES:
+                return f"{node.id}"
+            if node.id in BY_NAME and id(node) not in callee_names:
+                return f"{node.id} with a name that is not written out"
+            if node.id in DENIED_DEFINITIONS and isinstance(node.ctx, ast.Store):
+                return f"defining {node.id}"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name in DENIED_DEFINITIONS:
+                return f"defining {node.name}"
+            if isinstance(node, ast.ClassDef) and node.keywords:
+                return f"class {node.name} with a metaclass or class arguments"
+        elif isinstance(node, ast.Call):
+            if (
+                isinstance(node.func, ast.Name)
+                and node.func.id == "type"
+                and len(node.args) == 3
+            ):
+                return "type() making a class"
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            return None
+        return None
+
+
+def _own_private(node: ast.Attribute) -> bool:
+    """``self._cache``: a private attribute of the learner's own object."""
+    name = node.attr
+    if name.startswith("__") and name.endswith("__"):
+        return False
+    return (
+        name.startswith("_")
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("self", "cls")
+    )
+
+
+def _magic(node: ast.AST):
+    """``get_ipython().run_line_magic('name', 'line')`` and the like (what
+    IPython makes of ``%name line``, ``%%name`` and ``!cmd``): (kind, name,
+    line, body), or None for any other node."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Call)
+        and isinstance(node.func.value.func, ast.Name)
+        and node.func.value.func.id == "get_ipython"
+        and not node.func.value.args
+        and all(
+            isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args
+        )
+    ):
+        return None
+    method, args = node.func.attr, [a.value for a in node.args]
+    if method == "run_line_magic" and len(args) == 2:
+        return "line", args[0], args[1], ""
+    if method == "run_cell_magic" and len(args) == 3:
+        return "cell", args[0], args[1], args[2]
+    if method in ("system", "getoutput"):
+        return "shell", "", "", ""
+    return None

@@ -1,0 +1,243 @@
+"""The screen of an exercise notebook's cells (exercises/screen.py).
+
+Exercises that forbid a function refuse, before anything runs, the constructs
+through which red-team passes hid a forbidden call from the checks; nothing an
+honest answer needs is refused (every exercise notebook, solutions included,
+and every submission of the verdict corpus pass), and the notebook and the
+grader give the same verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from transformer_course.exercises import chapter, core, screen
+from transformer_course.grading import grade
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "exercises").glob("*.ipynb")) + sorted(
+    (ROOT / "exercises" / "source").glob("*.ipynb")
+)
+
+REFUSED = {
+    "import gc": "import gc\ngc.get_objects()",
+    "import sys": "import sys",
+    "import _thread": "import _thread as t\nt.start_new_thread(print, ())",
+    "import threading": "from threading import Thread",
+    "import ctypes": "import ctypes",
+    "inspect.currentframe": "import inspect\nf = inspect.currentframe().f_back",
+    "inspect.getmembers": "import inspect\ninspect.getmembers(torch)",
+    "inspect.stack, aliased": "import inspect as ins\nframes = ins.stack()",
+    "inspect passed on": "import inspect\nm = inspect\nm.stack()",
+    "from inspect import": "from inspect import currentframe",
+    "asyncio.to_thread": "import asyncio\nawait asyncio.to_thread(f)",
+    "open": "open('helpers.py', 'w').write(code)",
+    "np.savetxt": "np.savetxt('helpers.py', lines, fmt='%s')",
+    "a module's body": "%%writefile helpers.py\nimport gc",
+    "a runnable file": "%%writefile helpers.cpython-311-x86_64-linux-gnu.so\nx",
+    "a .pth file": "%%writefile hook.pth\nimport gc",
+    "a file elsewhere": "%%writefile ../helpers.py\nx = 1",
+    "local module": "import helpers_i_wrote",
+    "relative import": "from . import x",
+    "star import": "from torch import *",
+    "torch._C": "import torch\nf = torch._C._nn.gelu",
+    "from torch import _C": "from torch import _C",
+    "torch.overrides": "from torch.overrides import TorchFunctionMode",
+    "private module": "from torch.utils._python_dispatch import TorchDispatchMode",
+    "torch.ops": "y = torch.ops.aten._softmax(x, -1, False)",
+    "torch.compile": "g = torch.compile(f)",
+    "from_numpy in map": "ys = list(map(torch.from_numpy, arrays))",
+    "frombuffer": "y = torch.frombuffer(b, dtype=torch.float32)",
+    "globals of a function": "g = f.__globals__",
+    "code of a function": "c = f.__code__",
+    "closure": "cells = f.__closure__",
+    "subclasses": "object.__subclasses__()",
+    "a class's dict": "torch.__dict__['softmax']",
+    "frame": "def f():\n    try:\n        1 / 0\n    except Exception as e:\n        return e.__traceback__.tb_frame.f_back",
+    "generator frame": "g = (i for i in range(3))\nframe = g.gi_frame",
+    "exec": "exec('y = 1')",
+    "eval": "y = eval('1 + 1')",
+    "compile": "code = compile('1', 'x', 'eval')",
+    "__import__": "m = __import__('s' + 'ys')",
+    "globals()": "globals()['softmax'] = None",
+    "vars()": "vars(torch)",
+    "computed getattr": "name = 'soft' + 'max'\nf = getattr(torch, name)",
+    "getattr of a private name": "getattr(torch, '_C')",
+    "getattr passed as a value": "from functools import reduce\nreduce(getattr, ['nn'], torch)",
+    "setattr computed": "setattr(torch, name, f)",
+    "type() making a class": "T = type('T', (torch.Tensor,), {})",
+    "metaclass": "class M(metaclass=Meta):\n    pass",
+    "__torch_function__ method": "class T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n        return 0",
+    "__torch_function__ assigned": "class T(torch.Tensor):\n    __torch_function__ = hook",
+    "__del__": "class A:\n    def __del__(self):\n        pass",
+    "memoryview": "m = memoryview(b'')",
+    "get_ipython": "get_ipython().events.register('pre_run_cell', f)",
+    "shell command": "!ls /",
+    "shell output": "files = !ls",
+    "%run": "%run helper.py",
+    "%load_ext": "%load_ext something",
+    "%config": "%config InlineBackend.figure_format = 'svg'",
+    "%env": "%env TORCH_LOGS=all",
+    "%%bash": "%%bash\nls",
+    "%%script": "%%script python\nprint(1)",
+    "%%time body": "%%time\nimport gc",
+    "%time line": "%time import gc",
+    "f-string": "print(f'{f.__globals__}')",
+    "inside a function": "def softmax(x):\n    import gc\n    return x",
+    "inside a lambda": "f = lambda: __import__('gc')",
+    "nested magics": "%%time\n%%time\n%%time\n%%time\n%%time\n%%time\nx = 1",
+}
+
+ALLOWED = {
+    "super().__init__": "class B(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self._cache = {}",
+    "type name": "print(type(x).__name__)",
+    "getattr written out": "w = getattr(layer, 'weight')",
+    "hasattr written out": "hasattr(x, 'shape')",
+    "%timeit": "%timeit softmax(x)",
+    "%%time": "%%time\ny = softmax(x)",
+    "%matplotlib": "%matplotlib inline",
+    "%autoreload": "%load_ext autoreload\n%autoreload 2",
+    "%pip": "%pip install -q tqdm",
+    "%%writefile": "%%writefile notes.txt\nanything at all",
+    "%store": "%store",
+    "__version__": "print(tc.__version__)",
+    "inspect.getsource": "%%capture shown\nimport inspect\nprint(inspect.getsource(f))",
+    "asyncio": "import asyncio\n\nawait asyncio.sleep(0)",
+    "numpy": "import numpy as np\nnp.exp(1.0)",
+    "torch.nn.functional": "import torch.nn.functional as F\ny = F.relu(x)",
+    "tolist": "ids = torch.tensor([1, 2]).tolist()",
+    "torch.stack and trace": "y = torch.stack([x, x]).trace()",
+    "from inspect import getsource": "from inspect import getsource",
+    "math and itertools": "import math, itertools\nfrom collections import Counter",
+    "the course package": "import transformer_course as tc",
+    "a syntax error": "def f(:\n    pass",
+    "top-level await": "await something()",
+    "the words in strings": "print('exec eval __globals__ import gc')",
+    "a comment": "# import gc, sys._getframe, torch._C",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_what_could_hide_a_call_is_refused(name):
+    finding = screen.screen([(7, REFUSED[name])])
+    assert finding is not None, name
+    assert finding.cell == 7
+    assert finding.line >= 1
+
+
+@pytest.mark.parametrize("name", sorted(ALLOWED))
+def test_what_an_answer_needs_is_not(name):
+    assert screen.screen([(1, ALLOWED[name])]) is None, name
+
+
+def test_a_module_the_notebook_writes_may_be_imported():
+    written = "%%writefile vocab_helpers.py\ndef sorted_chars(text):\n    return sorted(text)\n"
+    use = "from vocab_helpers import sorted_chars"
+    assert screen.screen([(1, written), (2, use)]) is None
+    assert screen.screen([(2, use)]) == screen.Finding(2, 1, "import vocab_helpers")
+    # its body is screened as a cell is
+    bad = written.replace("def", "import gc\ndef")
+    assert screen.screen([(1, bad), (2, use)]) == screen.Finding(1, 2, "import gc")
+
+
+def test_the_finding_names_the_construct_its_cell_and_line():
+    finding = screen.screen([(3, "x = 1"), (5, "y = 2\n\nimport gc")])
+    assert finding == screen.Finding(5, 3, "import gc")
+    assert "import gc (cell 5, line 3)" in finding.message()
+    assert "import gc (In [5], line 3)" in finding.message("In")
+    # inside a cell magic, lines count from the cell's first line
+    assert screen.screen([(1, "%%time\nx = 1\nimport gc")]).line == 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_exercise_notebook_passes(path):
+    """Every cell, the instructor's setup and the solutions included: an
+    honest notebook is never refused (the setup cell installs the course
+    where its import fails instead of reading sys.modules)."""
+    notebook = nbformat.read(path, 4)
+    cells = [
+        (i, c.source) for i, c in enumerate(notebook.cells) if c.cell_type == "code"
+    ]
+    assert len(cells) > 5
+    assert screen.screen(cells) is None
+
+
+def test_no_submission_of_the_verdict_corpus_is_refused():
+    corpus = json.loads((ROOT / "tests" / "verdict_corpus.json").read_text())
+    sources = [s["source"] for s in corpus["submissions"]]
+    assert len(sources) > 100
+    refused = [s for s in sources if screen.screen([(1, s)]) is not None]
+    assert refused == []
+
+
+def _solved(number: int, extra: str | None, at: int = 3) -> nbformat.NotebookNode:
+    """The chapter's exercise notebook with its solutions, and a cell ``extra``
+    inserted at ``at``."""
+    import re
+
+    (path,) = (ROOT / "exercises" / "source").glob(f"0{number}_*.ipynb")
+    notebook = nbformat.read(path, 4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.source = re.sub(
+                r"(?m)^\s*### (BEGIN|END) SOLUTION\n?", "", cell.source
+            )
+    if extra is not None:
+        notebook.cells.insert(at, nbformat.v4.new_code_cell(extra))
+    return notebook
+
+
+def test_the_notebook_and_the_grader_refuse_alike(tmp_path, monkeypatch):
+    """Chapter 2: `import gc` in a cell costs the exercise that forbids a
+    function (attention, which forbids scaled_dot_product_attention) its points
+    in both, with the same hint; the exercises that forbid nothing keep theirs."""
+    notebook = _solved(2, "import gc\nunused = 1")
+    path = tmp_path / "02_attention.ipynb"
+    nbformat.write(notebook, path)
+    graded = grade.grade_notebook(path, chapter=2, unsafe=True)
+    grades = {g.key: g for g in graded.exercises}
+    exercises = chapter(2).exercises
+    forbidding = [k for k, e in exercises.items() if e.forbidden]
+    free = [k for k, e in exercises.items() if not e.forbidden]
+    assert forbidding
+    assert free
+    for key in free:
+        assert grades[key].status == "passed", (key, grades[key])
+    cells = [
+        (i + 1, c.source)
+        for i, c in enumerate(notebook.cells)
+        if c.cell_type == "code" and not c.metadata.get("nbgrader", {}).get("locked")
+    ]
+    monkeypatch.setattr(core, "_kernel_inputs", lambda: cells)
+    for key in forbidding:
+        exercise = exercises[key]
+        assert grades[key].points == 0, (key, grades[key])
+        assert "Not run: import gc (cell 4, line 1)" in grades[key].hint
+        report = core.run_exercise(exercise, lambda *args: None)
+        assert report.score == 0
+        assert report.status == "failed"
+        assert grades[key].status == "failed"
+        # the notebook names the cell as it numbers it (In [4]), the grader by place
+        assert report.first_hint == grades[key].hint.replace("cell 4,", "In [4],")
+
+
+def test_the_notebook_reads_the_cells_its_kernel_ran(monkeypatch):
+    import IPython
+
+    class History:
+        def __init__(self):
+            self.input_hist_raw = ["", "x = 1", "%%time\nimport gc", 5]
+
+    class Shell:
+        history_manager = History()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    inputs = core._kernel_inputs()
+    assert inputs == [(1, "x = 1"), (2, "%%time\nimport gc")]
+    assert screen.screen(inputs) == screen.Finding(2, 2, "import gc")
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert core._kernel_inputs() == []
