@@ -82,3 +82,136 @@ def test_the_readmes_lines_hide_the_instructors_tools_from_students(tmp_path):
     # what students use stays on
     assert "@jupyter/nbgrader:assignment-list" not in disabled
     assert "@jupyter/nbgrader:validate-assignment" not in disabled
+
+
+# --- widgets saved as they are shown (the server's pre-save hook) ----------------
+
+VIEW = lab_settings.WIDGET_VIEW
+STATE = lab_settings.WIDGET_STATE
+
+
+def _widget_output(model_id: str, html_fallback: str = "<p>at display</p>") -> dict:
+    return {
+        "output_type": "execute_result",
+        "execution_count": 1,
+        "metadata": {},
+        "data": {
+            VIEW: {"model_id": model_id, "version_major": 2, "version_minor": 0},
+            "text/html": html_fallback,
+            "text/plain": "at display",
+        },
+    }
+
+
+def _state(check_html: str = "<b>5 of 5 checks passed</b>") -> dict:
+    return {
+        "check": {
+            "model_name": "VBoxModel",
+            "state": {
+                "_dom_classes": ["tc-widget-check"],
+                "children": ["IPY_MODEL_results", "IPY_MODEL_button"],
+            },
+        },
+        "results": {"model_name": "HTMLModel", "state": {"value": check_html}},
+        "button": {
+            "model_name": "ButtonModel",
+            "state": {"description": "Check again"},
+        },
+        "quiz": {
+            "model_name": "VBoxModel",
+            "state": {"_dom_classes": ["tc-widget-quiz"], "children": []},
+        },
+        "theirs": {"model_name": "IntSliderModel", "state": {"value": 3}},
+    }
+
+
+def _notebook(outputs: list[dict], state: dict | None) -> dict:
+    metadata = {}
+    if state is not None:
+        metadata["widgets"] = {STATE: {"state": state, "version_major": 2}}
+    cells = [
+        {
+            "cell_type": "code",
+            "id": f"c{i}",
+            "metadata": {},
+            "source": "",
+            "outputs": [o],
+        }
+        for i, o in enumerate(outputs)
+    ]
+    return {"type": "notebook", "content": {"cells": cells, "metadata": metadata}}
+
+
+def test_a_check_is_saved_as_its_latest_results_and_a_quiz_as_its_static_quiz():
+    model = _notebook(
+        [_widget_output("check"), _widget_output("quiz", "<div>the quiz</div>")],
+        _state(),
+    )
+    lab_settings.saved_as_shown(model, path="x.ipynb")
+    check, quiz = (c["outputs"][0] for c in model["content"]["cells"])
+    assert VIEW not in check["data"]
+    assert check["data"]["text/html"].startswith("<b>5 of 5 checks passed</b>")
+    assert "Saved results" in check["data"]["text/html"]
+    assert "Check again" not in check["data"]["text/html"]  # the button is not drawn
+    assert check["data"]["text/plain"].startswith("5 of 5 checks passed\nSaved results")
+    assert check["metadata"]["transformer_course"] == {"saved_from": "check"}
+    assert quiz["data"] == {
+        "text/html": "<div>the quiz</div>",
+        "text/plain": "at display",
+    }
+    assert "widgets" not in model["content"]["metadata"]  # nothing left to use it
+
+
+def test_other_widgets_and_files_are_left_as_they_are():
+    model = _notebook([_widget_output("theirs"), _widget_output("check")], _state())
+    lab_settings.saved_as_shown(model, path="x.ipynb")
+    theirs, check = (c["outputs"][0] for c in model["content"]["cells"])
+    assert VIEW in theirs["data"]
+    assert VIEW not in check["data"]
+    assert "widgets" in model["content"]["metadata"]  # the slider still needs it
+    text = {"type": "file", "content": "anything"}
+    lab_settings.saved_as_shown(text, path="notes.txt")
+    assert text == {"type": "file", "content": "anything"}
+
+
+def test_a_save_without_the_state_keeps_what_the_file_showed():
+    """Reopened and saved before its cells ran (autosave): the widget's state
+    is gone, so the output the file already holds for it is kept."""
+    before = _notebook([_widget_output("check")], _state("<b>3 of 5 checks passed</b>"))
+    lab_settings.saved_as_shown(before, path="x.ipynb")
+
+    class Contents:
+        def get(self, path, content=True, type=None):
+            assert path == "x.ipynb"
+            return before
+
+    model = _notebook([_widget_output("check")], state=None)
+    lab_settings.saved_as_shown(model, path="x.ipynb", contents_manager=Contents())
+    (output,) = model["content"]["cells"][0]["outputs"]
+    assert output["data"] == before["content"]["cells"][0]["outputs"][0]["data"]
+    assert "3 of 5 checks passed" in output["data"]["text/html"]
+    # a widget the file never saved as shown, with no state: kept as it is
+    unknown = _notebook([_widget_output("somebody")], state=None)
+    lab_settings.saved_as_shown(unknown, path="x.ipynb", contents_manager=Contents())
+    assert VIEW in unknown["content"]["cells"][0]["outputs"][0]["data"]
+
+
+def test_the_server_loads_the_hook(tmp_path):
+    path = lab_settings.install_server_extension(tmp_path)
+    assert (
+        path == tmp_path / "etc/jupyter/jupyter_server_config.d/transformer_course.json"
+    )
+    assert json.loads(path.read_text()) == {
+        "ServerApp": {"jpserver_extensions": {"transformer_course.lab_settings": True}}
+    }
+    assert lab_settings.install_server_extension(tmp_path) == path  # twice: the same
+    (point,) = lab_settings._jupyter_server_extension_points()
+    assert point == {"module": "transformer_course.lab_settings"}
+    registered = []
+
+    class App:
+        class contents_manager:  # noqa: N801
+            register_pre_save_hook = registered.append
+
+    lab_settings._load_jupyter_server_extension(App())
+    assert registered == [lab_settings.saved_as_shown]

@@ -1,35 +1,71 @@
-"""The JupyterLab setting the exercise notebooks need: widgets saved with them.
+"""What JupyterLab needs for the exercise notebooks: results that survive a save.
 
 JupyterLab draws a widget (an exercise's checks, a quiz, the progress table)
 from its model in the running kernel. A notebook saved and opened again has no
 such model until its cells run again, so every widget would read "Error
-displaying widget: model not found". With the widget manager's ``saveState``
-on, JupyterLab writes the widgets' state into the notebook as it saves it, and
-draws them from there when the notebook is opened again: the last results stay
-visible, and the cell's plain-text fallback says to run it to use them again.
+displaying widget: model not found". Saving the widgets' state with the
+notebook (the widget manager's ``saveState``) is not enough: a notebook opened
+again and saved before its cells run (JupyterLab autosaves every two minutes)
+is saved with that state gone.
+
+So the course's widgets are saved as what they show. With ``saveState`` on,
+each save carries the widgets' current state; a hook of the Jupyter server
+(:func:`saved_as_shown`, run before every save) turns each course widget's
+output into the HTML its state shows (the latest results, after any "Check
+again"), with a line that says to run the cell to check again, and drops the
+widget's view: the file holds nothing that needs a kernel to be read. A save
+without the state (the notebook reopened, its cells not run again) keeps what
+the file already showed.
 
     python -m transformer_course.lab_settings    # this environment's JupyterLab
 
-The setting is merged into ``{sys.prefix}/share/jupyter/lab/settings/
-overrides.json``, JupyterLab's defaults for one environment; whatever else the
-file holds is kept, and a learner's own settings still win. ``make`` runs it
-when it creates the course's environment. Used by: the exercise notebooks of
-every chapter (``transformer_course.exercises``).
+This merges ``saveState`` into ``{sys.prefix}/share/jupyter/lab/settings/
+overrides.json`` (JupyterLab's defaults for one environment; whatever else the
+file holds is kept, and a learner's own settings still win) and enables this
+module as a server extension in ``{sys.prefix}/etc/jupyter/
+jupyter_server_config.d/transformer_course.json``, which registers the hook.
+``make`` runs it when it creates the course's environment. Used by: the
+exercise notebooks of every chapter (``transformer_course.exercises``).
 """
 
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["SETTINGS", "install", "overrides_path"]
+__all__ = [
+    "SETTINGS",
+    "install",
+    "install_server_extension",
+    "overrides_path",
+    "saved_as_shown",
+    "server_config_path",
+]
 
 #: plugin id -> the settings the course needs from it
 SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+
+#: The Jupyter server's configuration that loads this module as an extension.
+EXTENSION = "transformer_course.lab_settings"
+SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {EXTENSION: True}}}
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+#: The CSS classes that mark the course's widgets (see exercises/widgets.py):
+#: results drawn from their state, or (a quiz) the static quiz they carry.
+DRAWN_FROM_STATE = frozenset({"tc-widget-check", "tc-widget-progress"})
+COURSE_CLASSES = DRAWN_FROM_STATE | {"tc-widget-quiz"}
+#: Under results saved as they were shown.
+SAVED_NOTE = (
+    '<p class="tc-needs-kernel"><i>Saved results. Run this cell to check '
+    "again: that needs the notebook's running kernel.</i></p>"
+)
 
 
 def overrides_path(prefix: str | os.PathLike = sys.prefix) -> Path:
@@ -76,6 +112,149 @@ def install(prefix: str | os.PathLike = sys.prefix) -> Path:
     return path
 
 
+def server_config_path(prefix: str | os.PathLike = sys.prefix) -> Path:
+    """Where the Jupyter server reads an environment's extension settings."""
+    return (
+        Path(prefix)
+        / "etc"
+        / "jupyter"
+        / "jupyter_server_config.d"
+        / "transformer_course.json"
+    )
+
+
+def install_server_extension(prefix: str | os.PathLike = sys.prefix) -> Path:
+    """Enable this module as the Jupyter server's extension (its pre-save hook)."""
+    path = server_config_path(prefix)
+    text = json.dumps(SERVER_CONFIG, indent=2) + "\n"
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
+    ) as file:
+        file.write(text)
+    os.replace(file.name, path)
+    return path
+
+
+# --- the server extension: widgets saved as they are shown -----------------------
+
+
+def _jupyter_server_extension_points() -> list[dict]:
+    return [{"module": EXTENSION}]
+
+
+def _load_jupyter_server_extension(serverapp) -> None:
+    serverapp.contents_manager.register_pre_save_hook(saved_as_shown)
+
+
+def _text(value) -> str:
+    """A notebook's multi-line string (a list of lines, or one string)."""
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _drawn(model_id: str, state: dict, depth: int = 0) -> str:
+    """The HTML a widget's saved state shows: an HTML widget's value, a box's
+    children in order; nothing for a button or anything else."""
+    entry = state.get(model_id)
+    if depth > 20 or not isinstance(entry, dict):
+        return ""
+    widget = entry.get("state") or {}
+    name = str(entry.get("model_name", ""))
+    if name in ("HTMLModel", "HTMLMathModel"):
+        return str(widget.get("value", ""))
+    children = widget.get("children")
+    if isinstance(children, list):
+        return "".join(
+            _drawn(str(child).removeprefix("IPY_MODEL_"), state, depth + 1)
+            for child in children
+        )
+    return ""
+
+
+def _plain(html_text: str) -> str:
+    """Crude plain text of the course's own HTML (its results and notes)."""
+    block = r"</?(br|p|li|tr|h\d|div|table|ul|ol)\b[^>]*>"
+    text = re.sub(block, "\n", html_text)
+    text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _course_classes(model_id: str, state: dict) -> set[str]:
+    entry = state.get(model_id)
+    classes = (entry or {}).get("state", {}).get("_dom_classes", [])
+    return set(classes) & COURSE_CLASSES if isinstance(classes, list) else set()
+
+
+def _saved_before(path: str, contents_manager) -> dict:
+    """(cell id, model id) -> the output data the file on disk holds for a
+    widget saved as shown; empty where there is no such file."""
+    try:
+        previous = contents_manager.get(path, content=True, type="notebook")
+    except Exception:  # no file yet, or one that does not read
+        return {}
+    found = {}
+    for cell in (previous.get("content") or {}).get("cells", []):
+        for output in cell.get("outputs", []) or []:
+            mark = (output.get("metadata") or {}).get("transformer_course") or {}
+            if "saved_from" in mark:
+                found[(cell.get("id"), mark["saved_from"])] = output.get("data", {})
+    return found
+
+
+def saved_as_shown(model: dict, path: str = "", contents_manager=None, **kwargs):
+    """The pre-save hook: each course widget of a notebook saved as the HTML it
+    shows, its view dropped (see the module docstring). Other notebooks, other
+    files and other widgets are left as they are; the widgets' saved state is
+    dropped once no widget view is left to use it."""
+    if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
+        return
+    notebook = model["content"]
+    metadata = notebook.setdefault("metadata", {})
+    state = ((metadata.get("widgets") or {}).get(WIDGET_STATE) or {}).get("state")
+    state = state if isinstance(state, dict) else {}
+    before = None  # read only when needed
+    views_left = False
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []) or []:
+            data = output.get("data") or {}
+            view = data.get(WIDGET_VIEW)
+            if not isinstance(view, dict):
+                continue
+            model_id = str(view.get("model_id", ""))
+            classes = _course_classes(model_id, state)
+            shown = _drawn(model_id, state) if classes & DRAWN_FROM_STATE else ""
+            if not classes and model_id not in state:
+                # no state: a course widget if the file saved it as shown before
+                if before is None:
+                    before = (
+                        _saved_before(path, contents_manager)
+                        if contents_manager
+                        else {}
+                    )
+                saved = before.get((cell.get("id"), model_id))
+                if saved is None:
+                    views_left = True
+                    continue
+                output["data"] = saved
+            elif not classes:
+                views_left = True  # somebody else's widget: kept as it is
+                continue
+            elif shown:
+                output["data"] = {
+                    "text/html": shown + SAVED_NOTE,
+                    "text/plain": _plain(shown + SAVED_NOTE),
+                }
+            else:  # a quiz: the static quiz it carries
+                output["data"] = {k: v for k, v in data.items() if k != WIDGET_VIEW}
+            output.setdefault("metadata", {})["transformer_course"] = {
+                "saved_from": model_id
+            }
+    if not views_left:
+        metadata.pop("widgets", None)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m transformer_course.lab_settings",
@@ -87,6 +266,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     print(f"JupyterLab saves widgets with notebooks: {install(args.prefix)}")
+    print(
+        "the Jupyter server saves the course's widgets as they are shown: "
+        f"{install_server_extension(args.prefix)}"
+    )
 
 
 if __name__ == "__main__":

@@ -268,6 +268,7 @@ def check_widget(
     results = widgets.HTML(render_report(report))
     button = widgets.Button(description="Check again", icon="check")
     box = CheckBox([results, button])
+    box.add_class("tc-widget-check")  # saved as shown (lab_settings.saved_as_shown)
 
     def on_click(_button) -> None:
         latest = _current_definition(exercise.function) or function
@@ -309,6 +310,7 @@ class QuizBox(_WithFallback, widgets.VBox):
         super().__init__(children, **kwargs)
         self.fallback_html = fallback_html
         self.fallback_text = fallback_text
+        self.add_class("tc-widget-quiz")  # saved as its static quiz (lab_settings)
 
 
 # --- answers kept across kernels --------------------------------------------------
@@ -652,6 +654,7 @@ def progress_widget(
         f'data-icon-failed="{html.escape(_ICONS["failed"])}">{rows}</table>'
     )
     box = ProgressBox(table)
+    box.add_class("tc-widget-progress")  # saved as shown (lab_settings.saved_as_shown)
     box.fallback_html = table + NEEDS_KERNEL
     box.fallback_text = f"Progress: {done} of {len(keys)} passed.\n" + "\n".join(
         f"  {_shortened(title)}: {_status(key)}"
