@@ -419,7 +419,8 @@ def test_the_grader_refuses_a_layer_norm_that_is_torch_s(tmp_path, cheat):
     nbformat.write(
         submission({"layer_norm": LAYER_NORM_CHEATS[cheat]}, chapter=4), path
     )
-    graded = {e.key: e for e in grade_notebook(path).exercises}
+    # the watch itself: the screen would refuse the cheats' imports
+    graded = {e.key: e for e in grade_notebook(path, screen=False).exercises}
     assert graded["layer_norm"].points == 0
     assert "not to" in graded["layer_norm"].hint
     if cheat == "patched runner":  # every exercise it runs before: the runner's

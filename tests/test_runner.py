@@ -877,3 +877,52 @@ def test_calls_hidden_in_code_run_with_exec_count_as_the_learners():
     outcome = one(cheat, forbidden=("softmax",))
     assert outcome["error"] == "ForbiddenUse"
     assert "switch off or look for its checks" in outcome["message"]
+
+
+def _after_the_call_through_a_method_of_the_input(x):
+    """The twenty-first red team: the result is filled in when the runner, after
+    the call, asks the input tensor whether it is floating point (an attribute
+    set on the tensor stands in for the method)."""
+    out = torch.zeros_like(x)
+
+    def later():
+        out.copy_(torch.softmax(x, dim=-1))
+        return True
+
+    x.is_floating_point = later
+    return out
+
+
+class _HashKey(str):
+    def __hash__(self):
+        torch.softmax(X, dim=-1)  # the forbidden function, run while hashed
+        return str.__hash__(self)
+
+
+def _after_the_call_through_a_dict_key(params):
+    params[_HashKey("evil")] = 1  # hashed when the runner compares the inputs
+    return torch.zeros(2, 3)
+
+
+class _LazyTuple(tuple):
+    def __iter__(self):
+        return iter((torch.softmax(X, dim=-1),))
+
+
+@pytest.mark.parametrize(
+    ("cheat", "args"),
+    [
+        (_after_the_call_through_a_method_of_the_input, (X,)),
+        (_after_the_call_through_a_dict_key, ({"a": 1},)),
+        (lambda x: _LazyTuple((x,)), (X,)),  # read by to_plain after the call
+    ],
+    ids=["input's method", "dict key's hash", "result's iterator"],
+)
+def test_code_run_after_the_call_is_watched_too(cheat, args):
+    """Refused, or never run: the forbidden result does not reach the checks."""
+    outcome = one(cheat, forbidden=("softmax",), args=args)
+    if outcome["error"] is None:  # the runner never ran the learner's code
+        assert not torch.allclose(outcome["value"], torch.softmax(X, dim=-1))
+    else:
+        assert outcome["error"] == "ForbiddenUse", outcome
+        assert outcome["value"] is None

@@ -1024,6 +1024,10 @@ def decode_result(payload: bytes, limits: dict | None = None) -> Any:
 # --- calling ------------------------------------------------------------------------
 
 
+#: Dictionary keys compared without running anyone's code.
+_PLAIN_KEYS = (str, int, float, bool, type(None))
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
@@ -1031,10 +1035,12 @@ def _same(a: Any, b: Any) -> bool:
         if type(a) is not type(b):  # an input turned into a subclass: changed
             return False
         a, b = _plain_tensor(a), _plain_tensor(b)
+        # torch's functions, not the tensors' methods: an attribute set on the
+        # learner's tensor could stand in for a method
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
-        if a.is_floating_point() or a.is_complex():
-            return bool(((a == b) | (a.isnan() & b.isnan())).all())
+        if torch.is_floating_point(a) or torch.is_complex(a):
+            return bool(torch.all(torch.eq(a, b) | (torch.isnan(a) & torch.isnan(b))))
         return bool(torch.equal(a, b))
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return (
@@ -1043,6 +1049,8 @@ def _same(a: Any, b: Any) -> bool:
             and all(_same(x, y) for x, y in zip(a, b, strict=True))
         )
     if isinstance(a, dict) and isinstance(b, dict):
+        if type(a) is not type(b) or any(type(k) not in _PLAIN_KEYS for k in a):
+            return False  # a key of the learner's (its __hash__ and __eq__ are code)
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
         return math.isnan(b)
@@ -1128,13 +1136,8 @@ def call_cases(
         tables = watch.tables()  # held here, out of the watch's reach
         error = None
         try:
-            if forbidden:
-                functions, operators = watch.modes()
-                with watch.kernels(), functions, operators, watch.profiled():
-                    value = function(*args)
-            else:
-                with watch.profiled():
-                    value = function(*args)
+            with _watching(watch, forbidden):
+                value = function(*args)
         except NotImplementedError as err:
             if not (watch.hits or watch.course) and _raised_by_the_stub(err, function):
                 outcomes.append(_outcome(error=NOT_ATTEMPTED, message=err))
@@ -1142,6 +1145,26 @@ def call_cases(
             error = err  # from inside torch or a helper: the learner's bug
         except Exception as err:  # the learner's bug, reported as a hint
             error = err
+        if error is None:
+            # Comparing the inputs and reading the result can run the learner's
+            # code (a method set on an input tensor, a dict key's __hash__, a
+            # returned tuple's __iter__: the twenty-first red team computed the
+            # forbidden function there, after the call): watched too.
+            try:
+                with _watching(watch, forbidden):
+                    mutated = [
+                        i
+                        for i, (a, b) in enumerate(zip(args, pristine, strict=True))
+                        if not _same_or_unreadable(a, b)
+                    ]
+                    value_type = str(getattr(type(value), "__name__", "?"))[:100]
+                    try:
+                        plain, unreadable = to_plain(value, limits), None
+                    except Exception as err:  # _TooLarge, or a value with no data
+                        plain, unreadable = None, err
+            except Exception:  # the watch refused a call (recorded in its hits)
+                if not watch.hits:
+                    watch.hits.append("escape")
         if watch.tables() != tables:  # the learner's code emptied the watch
             watch.hits.insert(0, "escape")
         if watch.course:  # reached at run time (``__import__`` of a computed name)
@@ -1164,27 +1187,19 @@ def call_cases(
                 )
             )
             continue
-        mutated = [
-            i
-            for i, (a, b) in enumerate(zip(args, pristine, strict=True))
-            if not _same_or_unreadable(a, b)
-        ]
-        value_type = str(getattr(type(value), "__name__", "?"))[:100]
-        try:
-            plain = to_plain(value, limits)
-        except _TooLarge as err:
+        if isinstance(unreadable, _TooLarge):
             outcomes.append(
                 _outcome(
                     error="ResultTooLarge",
-                    message=f"your function returned {err}",
+                    message=f"your function returned {unreadable}",
                     mutated=mutated,
                 )
             )
             continue
-        except Exception as err:  # e.g. a tensor on the "meta" device: no data
+        if unreadable is not None:  # e.g. a tensor on the "meta" device: no data
             message = (
                 f"your function returned a {value_type} that cannot be read "
-                f"({type(err).__name__}: {_message(err)})"
+                f"({type(unreadable).__name__}: {_message(unreadable)})"
             )
             outcomes.append(
                 _outcome(error="UnreadableResult", message=message, mutated=mutated)
@@ -1192,6 +1207,19 @@ def call_cases(
             continue
         outcomes.append(_outcome(value=plain, mutated=mutated, value_type=value_type))
     return outcomes
+
+
+@contextlib.contextmanager
+def _watching(watch: _Watch, forbidden: Sequence[str]):
+    """The watch on: the profile hook always; where something is forbidden, the
+    function and dispatch modes and the forbidden operators' kernels too."""
+    if forbidden:
+        functions, operators = watch.modes()
+        with watch.kernels(), functions, operators, watch.profiled():
+            yield
+    else:
+        with watch.profiled():
+            yield
 
 
 def _raised_by_the_stub(err: NotImplementedError, function) -> bool:

@@ -70,11 +70,10 @@ __all__ = [
     "main",
 ]
 
-#: Stands in for the exercise notebooks' locked setup cell: the same names (sys,
-#: plt, torch, F, tc, device), seeded the same way, with the course package's
+#: Stands in for the exercise notebooks' locked setup cell: the same names (plt,
+#: torch, F, tc, device), seeded the same way, with the course package's
 #: stand-in for tc (calling anything from it raises: it holds the answers).
 PREAMBLE = """\
-import sys
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -552,6 +551,7 @@ def _grade_exercises(
     notebook: nbformat.NotebookNode,
     sandbox: Sandbox,
     timeout: float,
+    screened: bool = True,
 ) -> list[ExerciseGrade]:
     """Grade exercises (and instructors' test cells) in one sandbox; see the
     module docstring."""
@@ -587,7 +587,7 @@ def _grade_exercises(
             continue
         finding = (
             screen.screen((i + 1, source) for i, source in cells)
-            if exercise.forbidden
+            if exercise.forbidden and screened
             else None
         )
         if finding is not None:  # refused before it runs, as in the notebook
@@ -845,12 +845,16 @@ def grade_notebook(
     unsafe: bool = False,
     points: dict[str, float] | None = None,
     tests: Sequence[InstructorTest] = (),
+    screen: bool = True,
 ) -> NotebookGrade:
     """Grade one submitted notebook; see the module docstring.
 
     ``points`` gives an exercise's points where the instructor changed them
     (nbgrader's ``points`` of its check cell): the score is scaled to them.
     ``tests`` are the instructor's own test cells, graded after the exercises.
+    ``screen=False`` skips reading the cells of exercises that forbid a function
+    (:mod:`..exercises.screen`), for tests of the watch behind it; the command
+    line always screens.
     Raises :class:`~transformer_course.grading.sandbox.SandboxUnavailable` when
     bubblewrap cannot run here and ``unsafe`` is False.
     """
@@ -868,7 +872,7 @@ def grade_notebook(
             )
     sandbox = sandbox or Sandbox(unsafe=unsafe)
     exercises = [e for k, e in module.EXERCISES.items() if only is None or k in only]
-    grades = _grade_exercises([*exercises, *tests], notebook, sandbox, timeout)
+    grades = _grade_exercises([*exercises, *tests], notebook, sandbox, timeout, screen)
     statuses = {grade.key: grade.status for grade in grades}
     for grade in grades:  # the learner's own earlier function fails: say so first
         exercise = module.EXERCISES.get(grade.key)
