@@ -926,3 +926,24 @@ def test_code_run_after_the_call_is_watched_too(cheat, args):
     else:
         assert outcome["error"] == "ForbiddenUse", outcome
         assert outcome["value"] is None
+
+
+def test_a_library_function_named_after_a_forbidden_one_is_refused():
+    """The twenty-first red team: scikit-learn's MLP computes its probabilities
+    with inplace_softmax, a name the exact match missed; the numbers left torch
+    one .item() at a time."""
+    neural_network = pytest.importorskip("sklearn.neural_network")
+    import numpy as np
+
+    def cheat(x):
+        n = x.shape[-1]
+        values = [[x[i, j].item() for j in range(n)] for i in range(x.shape[0])]
+        mlp = neural_network.MLPClassifier(activation="identity")
+        mlp.coefs_, mlp.intercepts_ = [np.eye(n)], [np.zeros(n)]
+        mlp.n_layers_, mlp.out_activation_ = 2, "softmax"
+        mlp.n_outputs_ = mlp.n_features_in_ = n
+        return torch.tensor(mlp.predict_proba(np.array(values)), dtype=x.dtype)
+
+    assert torch.allclose(cheat(X), torch.softmax(X, -1))  # it works unwatched
+    outcome = one(cheat, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse", outcome

@@ -477,10 +477,17 @@ class _Watch:
         if self.names and callee_module.startswith(_LIBRARIES):
             if name in self.names:
                 return self.names[name]
+            bare = name.strip("_")
             if callee_module.startswith(_TORCH_PYTHON):
-                bare = name.strip("_")
                 for prefix, key in self.prefixes.items():
                     if bare.startswith(prefix):
+                        return key
+            elif not callee_module.startswith("torch"):
+                # NumPy, SciPy, scikit-learn: a function whose name holds a
+                # forbidden one (scikit-learn's MLP computes its probabilities
+                # with inplace_softmax: the twenty-first red team)
+                for part, key in self.prefixes.items():
+                    if len(part) >= 7 and part in bare:  # not take, split, slice...
                         return key
         if name in ESCAPES and caller is not None and self._learners(caller):
             return "escape"  # called by the learner's code itself

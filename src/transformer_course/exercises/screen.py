@@ -134,7 +134,15 @@ DENIED_ATTRIBUTES = frozenset(
         "export",
         "cpp_extension",
         "load",
-        "loads",
+        # names resolved from text (string.Formatter().get_field("0.__globals__"))
+        "Formatter",
+        "get_field",
+        "get_value",
+        # classes made with any namespace (a __torch_function__ in a dict)
+        "make_dataclass",
+        "ABCMeta",
+        "new_class",
+        "get_ipython",
         # numbers that leave torch through C
         "from_numpy",
         "frombuffer",
@@ -179,6 +187,30 @@ RESTRICTED_MODULES = {
     ),
 }
 
+#: Modules that, bound to a name by someone else's code (the grader's setup,
+#: a library), are refused as bare names too.
+DENIED_MODULE_NAMES = frozenset(
+    {
+        "sys",
+        "os",
+        "posix",
+        "gc",
+        "ctypes",
+        "_thread",
+        "threading",
+        "importlib",
+        "builtins",
+        "subprocess",
+        "multiprocessing",
+        "signal",
+        "types",
+        "marshal",
+        "pickle",
+        "weakref",
+        "operator",
+    }
+)
+
 #: Frame, traceback, generator and code attributes: the way to another
 #: function's variables.
 FRAME_ATTRIBUTES = frozenset(
@@ -211,6 +243,7 @@ ALLOWED_DUNDERS = frozenset(
         "__qualname__",
         "__doc__",
         "__version__",
+        "__class__",  # read only: assigning it is refused
         "__len__",
         "__iter__",
         "__next__",
@@ -288,8 +321,16 @@ ALLOWED_LINE_MAGICS = frozenset(
         "who",
         "whos",
         "store",
+        "pinfo",  # obj?
+        "pinfo2",  # obj??
+        "precision",
+        "xmode",
     }
 )
+#: ``%timeit``'s options that take a value (``-s``, code run untimed, is refused).
+_TIMEIT_VALUED = frozenset({"-n", "-r", "-p"})
+#: ``from M import ...`` allowed for these submodules of modules not allowed.
+ALLOWED_FROM = frozenset({"IPython.display"})
 #: The extensions ``%load_ext`` may load.
 ALLOWED_EXTENSIONS = frozenset({"autoreload"})
 ALLOWED_CELL_MAGICS = frozenset({"time", "timeit", "capture", "writefile"})
@@ -318,12 +359,14 @@ def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
     order they run), or None. A cell that does not parse is skipped: it does
     not run either."""
     cells = list(cells)
-    local = frozenset(
-        m.group(1) for _, source in cells if (m := _WRITES_MODULE.match(source))
+    known = _Known(
+        modules=frozenset(
+            m.group(1) for _, source in cells if (m := _WRITES_MODULE.match(source))
+        ),
+        aliases=_restricted_aliases(source for _, source in cells),
     )
-    restricted = _restricted_aliases(source for _, source in cells)
     for number, source in cells:
-        found = _screen_source(source, 0, local, restricted)
+        found = _screen_source(source, 0, known)
         if found is not None:
             line, what = found
             return Finding(number, line, what)
@@ -362,14 +405,46 @@ _RUNNABLE_SUFFIXES = (*importlib.machinery.all_suffixes(), ".pth", ".pyw")
 
 
 def _screen_source(
-    source: str, depth: int, local: frozenset[str], restricted: dict[str, str]
+    source: str,
+    depth: int,
+    known: _Known,
+    strict: bool = False,
 ) -> tuple[int, str] | None:
+    """``strict``: text a magic runs, which must read as Python (a cell that
+    does not is skipped: IPython cannot run it either)."""
     if depth > 4:  # magics inside magics inside magics
         return 1, "nested cell magics"
     tree = _parse(_python(source))
     if tree is None:
-        return None
-    return _Reader(depth, local, restricted).first(tree)
+        return (1, "code in a magic that does not read as Python") if strict else None
+    return _Reader(depth, known).first(tree)
+
+
+def _timeit_code(line: str) -> tuple[str | None, str | None]:
+    """The statement of a ``%timeit`` line, its options taken off, or a refusal
+    (``-s``: setup code; an option the screen does not know)."""
+    rest = line
+    while True:
+        match = re.match(r"\s*(-\S+)(?:\s+|$)", rest)
+        if match is None:
+            return rest, None
+        option, rest = match.group(1), rest[match.end() :]
+        if not re.fullmatch(r"-[nrptcqo0-9.]+", option):
+            return None, f"%timeit {option}"
+        if option in _TIMEIT_VALUED:  # its value is the next word
+            value = re.match(r"\s*(\S+)(?:\s+|$)", rest)
+            if value is None or not re.fullmatch(r"[0-9.]+", value.group(1)):
+                return None, f"%timeit {option}"
+            rest = rest[value.end() :]
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What the screened cells themselves define: modules written with
+    %%writefile, and names bound to a restricted module."""
+
+    modules: frozenset[str]
+    aliases: dict[str, str]
 
 
 def _restricted_aliases(sources: Iterable[str]) -> dict[str, str]:
@@ -409,10 +484,11 @@ def _attribute_refused(name: str) -> bool:
 class _Reader:
     """Walks one cell's syntax tree; :meth:`first` returns the first refusal."""
 
-    def __init__(self, depth: int, local: frozenset[str], restricted: dict[str, str]):
+    def __init__(self, depth: int, known: _Known):
         self.depth = depth
-        self.local = local
-        self.restricted = restricted
+        self.known = known
+        self.local = known.modules
+        self.restricted = known.aliases
         self.parents: dict[int, ast.AST] = {}
 
     def first(self, tree: ast.AST) -> tuple[int, str] | None:
@@ -464,9 +540,12 @@ class _Reader:
                 return 1, f"%load_ext {line_text.strip()}"
             if name not in ("time", "timeit"):
                 return None
-            return _screen_source(
-                line_text, self.depth + 1, self.local, self.restricted
+            code, refusal = (
+                _timeit_code(line_text) if name == "timeit" else (line_text, None)
             )
+            if refusal is not None:
+                return 1, refusal
+            return self._code(code)
         if kind == "cell":
             if name not in ALLOWED_CELL_MAGICS:
                 return 1, f"the cell magic %%{name}"
@@ -482,11 +561,30 @@ class _Reader:
                     return None  # data: never run
                 if not re.fullmatch(r"[A-Za-z_]\w*\.py", target):
                     return 1, f"%%writefile {target}"
-            found = _screen_source(body, self.depth + 1, self.local, self.restricted)
+            elif name == "capture":
+                for word in line_text.split():
+                    if not re.fullmatch(
+                        r"--no-(stderr|stdout|display)|[A-Za-z_]\w*", word
+                    ):
+                        return 1, f"%%capture {word}"
+            elif line_text.strip():  # %%time and %%timeit run their line too
+                code, refusal = (
+                    _timeit_code(line_text) if name == "timeit" else (line_text, None)
+                )
+                if refusal is not None:
+                    return 1, refusal
+                if code.strip():
+                    found = self._code(code)
+                    if found is not None:
+                        return found
+            found = self._code(body)
             if found is not None:
                 return found[0] + 1, found[1]
             return None
         return 1, "a shell command (!)"
+
+    def _code(self, text: str) -> tuple[int, str] | None:
+        return _screen_source(text, self.depth + 1, self.known, strict=True)
 
     def _refused(self, node: ast.AST, callee_names: set[int]) -> str | None:
         if isinstance(node, ast.Import):
@@ -498,7 +596,9 @@ class _Reader:
             if node.level:
                 return "a relative import"
             module = node.module or ""
-            refused = _module_refused(module, self.local)
+            refused = (
+                None if module in ALLOWED_FROM else _module_refused(module, self.local)
+            )
             if refused:
                 return refused
             allowed = RESTRICTED_MODULES.get(module)
@@ -510,6 +610,8 @@ class _Reader:
                 ):
                     return f"from {module} import {alias.name}"
         elif isinstance(node, ast.Attribute):
+            if node.attr == "__class__" and not isinstance(node.ctx, ast.Load):
+                return ".__class__ assigned"
             if _attribute_refused(node.attr) and not _own_private(node):
                 return f".{node.attr}"
         elif isinstance(node, ast.Name):
@@ -526,6 +628,8 @@ class _Reader:
                     return f"{module}{attribute}"
             if node.id in DENIED_NAMES:
                 return f"{node.id}"
+            if node.id in DENIED_MODULE_NAMES and isinstance(node.ctx, ast.Load):
+                return f"the module {node.id}"
             if node.id in BY_NAME and id(node) not in callee_names:
                 return f"{node.id} with a name that is not written out"
             if node.id in DENIED_DEFINITIONS and isinstance(node.ctx, ast.Store):
@@ -542,6 +646,12 @@ class _Reader:
                 and len(node.args) == 3
             ):
                 return "type() making a class"
+            if (
+                isinstance(node.func, ast.Call)
+                and isinstance(node.func.func, ast.Name)
+                and node.func.func.id == "type"
+            ):
+                return "calling type(...): a class made at run time"
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             return None
         return None

@@ -114,7 +114,12 @@ def points_said(report: Report) -> str:
         else f"{100 * share:.0f} % of its points"
     )
     unseen_failed = any(r.kind == UNSEEN and not r.passed for r in report.results)
-    if unseen_failed:
+    # every check failed for one reason (a forbidden function, the screen): that
+    # reason is the hint, not the unseen inputs
+    one_reason = len({r.hint for r in report.results}) == 1 and not any(
+        r.passed for r in report.results
+    )
+    if unseen_failed and not one_reason:
         said += " (a check on unseen inputs failed, which earns nothing)"
     return said
 
