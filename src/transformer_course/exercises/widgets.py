@@ -96,6 +96,14 @@ def grading_with_nbgrader() -> bool:
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
+def _one_reason(report: Report) -> str:
+    """The hint of a report whose checks all failed with the same hint (a
+    forbidden function, a construct the screen refuses), or ""."""
+    hints = {r.hint for r in report.results}
+    failed = not any(r.passed for r in report.results)
+    return hints.pop() if len(hints) == 1 and len(report.results) > 1 and failed else ""
+
+
 def points_said(report: Report) -> str:
     """ "all of its points", "none of its points" or "60 % of its points", and
     why none when a check on unseen inputs failed (the learner round read "4 of
@@ -116,10 +124,7 @@ def points_said(report: Report) -> str:
     unseen_failed = any(r.kind == UNSEEN and not r.passed for r in report.results)
     # every check failed for one reason (a forbidden function, the screen): that
     # reason is the hint, not the unseen inputs
-    one_reason = len({r.hint for r in report.results}) == 1 and not any(
-        r.passed for r in report.results
-    )
-    if unseen_failed and not one_reason:
+    if unseen_failed and not _one_reason(report):
         said += " (a check on unseen inputs failed, which earns nothing)"
     return said
 
@@ -135,6 +140,9 @@ def render_report(report: Report) -> str:
             f"that cell, then check again."
         )
     hints = any(r.hint for r in report.results)  # no empty hint column
+    reason = _one_reason(report)
+    if reason:  # every check failed for one reason: said once, above the checks
+        hints = False
     rows = "".join(
         f"<tr><td>{_ICONS[PASSED] if r.passed else _ICONS['failed']}</td>"
         f"<td>{html.escape(r.name)}</td>"
@@ -143,6 +151,8 @@ def render_report(report: Report) -> str:
         for r in report.results
     )
     note = f"<p>{html.escape(report.note)}</p>" if report.note else ""
+    if reason:
+        note += f"<p>{html.escape(reason)}</p>"
     return (
         f"<b>{_ICONS[report.status]} {title}: {report.passed_count} of "
         f"{len(report.results)} checks passed, {html.escape(points_said(report))}.</b>"
@@ -171,9 +181,12 @@ def report_text(report: Report) -> str:
     lines = textwrap.wrap(head, TEXT_WIDTH, break_on_hyphens=False)
     if report.note:
         lines += textwrap.wrap(report.note, TEXT_WIDTH, break_on_hyphens=False)
+    reason = _one_reason(report)  # said once, not under every check
+    if reason:
+        lines += textwrap.wrap(reason, TEXT_WIDTH, break_on_hyphens=False)
     for result in report.results:
         said = f"  [{'pass' if result.passed else 'FAIL'}] {result.name}"
-        said += f": {result.hint}" if result.hint else ""
+        said += f": {result.hint}" if result.hint and not reason else ""
         lines += textwrap.wrap(
             said,
             TEXT_WIDTH,
