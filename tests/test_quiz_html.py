@@ -210,3 +210,61 @@ def test_the_progress_table_shortens_long_quiz_titles_at_a_word():
     assert f"Quiz: {longest.question}".startswith(shown.removesuffix(" …"))
     words = [w.rstrip(",;:(") for w in f"Quiz: {longest.question}".split()]
     assert shown.removesuffix(" …").split()[-1] in words  # a whole word
+
+
+NEAR_PAIRS = [
+    (105, 100),  # within 10 %
+    (89, 100),  # not quite
+    (200, 100),  # a factor of 2
+    (50, 100),  # half
+    (38_597_376 * 2, 38_597_376),  # a multiply-add counted twice
+    (32 * 1024, 32),  # KiB for MiB
+    (0.001, 1.0),
+    (-100, 100),  # the sign
+    (0, 100),
+    (37, 100),  # nowhere near
+    (1e6 * 3.5, 3.5),
+]
+
+
+def test_a_near_miss_gets_the_same_hint_on_the_page_and_in_the_notebook():
+    match = re.search(
+        r"var nearMiss = (function \(value, answer, data\) \{.*?\n    \});",
+        qh._SCRIPT,
+        re.S,
+    )
+    assert match, "nearMiss not found in the page's script"
+    data = {
+        "near": qh.NEAR,
+        "times": qh.TIMES,
+        "fraction": qh.FRACTION,
+        "factors": list(qh.FACTORS),
+    }
+    program = (
+        f"var nearMiss = {match.group(1)};\n"
+        f"var pairs = {json.dumps(NEAR_PAIRS)};\n"
+        f"var data = {json.dumps(data)};\n"
+        "console.log(JSON.stringify(pairs.map(function (p) "
+        "{ return nearMiss(p[0], p[1], data); })));\n"
+    )
+    result = subprocess.run(
+        ["node", "-e", program], capture_output=True, text=True, check=True
+    )
+    expected = [qh.near_miss(value, answer) for value, answer in NEAR_PAIRS]
+    assert json.loads(result.stdout) == expected
+    assert expected[0] == qh.NEAR
+    assert expected[1] == ""
+    assert expected[2] == qh.TIMES.format(factor=2)
+    assert expected[3] == qh.FRACTION.format(factor=2)
+    assert expected[5] == qh.TIMES.format(factor=1024)
+    assert expected[7:10] == ["", "", ""]
+
+
+def test_the_notebook_s_numeric_quiz_tells_a_near_miss():
+    from transformer_course.exercises.widgets import Numeric
+
+    quiz = Numeric(key="q", question="How many?", explanation="x", answer=38_597_376)
+    assert quiz.near("77,194,752") == qh.TIMES.format(factor=2)
+    assert quiz.near("38,597,376") == ""  # right: nothing to hint
+    assert quiz.near("a lot") == ""
+    assert quiz.near("12") == ""

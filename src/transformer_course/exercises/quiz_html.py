@@ -53,6 +53,29 @@ WRONG = "Not quite."
 ON_TRY = " (on try {tries}: the first try was not right)"
 # On the page the explanation waits in a toggle after a wrong answer.
 TRY_AGAIN = "Try again, or open the explanation."
+# A wrong number near the answer, or off by a usual factor (a multiply-add
+# counted as one FLOP, a power of ten, MiB against MB).
+NEAR = "Close: within 10 % of the answer. Check the last step, or the rounding."
+TIMES = "Your number is {factor} times the answer: check for a missing factor."
+FRACTION = "Your number is 1/{factor} of the answer: check for a factor too many."
+FACTORS = (2, 4, 8, 10, 100, 1000, 1024, 1000000)
+
+
+def near_miss(value: float, answer: float) -> str:
+    """What a wrong number near the answer is told, or "" (the page's script
+    says the same: ``nearMiss``)."""
+    if value == 0 or answer == 0 or (value < 0) != (answer < 0):
+        return ""
+    ratio = value / answer
+    if abs(ratio - 1) <= 0.1:
+        return NEAR
+    for factor in FACTORS:
+        if abs(ratio / factor - 1) <= 1e-3:
+            return TIMES.format(factor=factor)
+        if abs(ratio * factor - 1) <= 1e-3:
+            return FRACTION.format(factor=factor)
+    return ""
+
 
 _MASK = 0xFFFFFFFF
 
@@ -159,6 +182,21 @@ _SCRIPT = """\
       var value = Number(cleaned);
       return isFinite(value) ? value : null;
     };
+    var nearMiss = function (value, answer, data) {
+      if (value === 0 || answer === 0 || (value < 0) !== (answer < 0)) return "";
+      var ratio = value / answer;
+      if (Math.abs(ratio - 1) <= 0.1) return data.near;
+      for (var i = 0; i < data.factors.length; i++) {
+        var factor = data.factors[i];
+        if (Math.abs(ratio / factor - 1) <= 1e-3) {
+          return data.times.replace("{factor}", String(factor));
+        }
+        if (Math.abs(ratio * factor - 1) <= 1e-3) {
+          return data.fraction.replace("{factor}", String(factor));
+        }
+      }
+      return "";
+    };
     var grade = function (form, data) {
       if (form.getAttribute("data-kind") === "choice") {
         var picked = form.querySelector("input[name=choice]:checked");
@@ -174,7 +212,8 @@ _SCRIPT = """\
       }
       var gap = Math.abs(value - data.answer);
       var scale = Math.max(Math.abs(value), Math.abs(data.answer));
-      return {pass: gap <= Math.max(data.rel_tol * scale, 1e-12)};
+      var pass = gap <= Math.max(data.rel_tol * scale, 1e-12);
+      return {pass: pass, near: pass ? "" : nearMiss(value, data.answer, data)};
     };
     // the notebook's progress table, where the page has one: this quiz's row
     // and the count follow what was answered on the page
@@ -224,7 +263,10 @@ _SCRIPT = """\
         verdict.textContent += data.on_try.replace("{tries}", String(tries));
       }
       feedback.appendChild(verdict);
-      if (!result.pass) feedback.appendChild(document.createTextNode(" " + data.again));
+      if (!result.pass) {
+        var again = result.near ? result.near + " " + data.again : data.again;
+        feedback.appendChild(document.createTextNode(" " + again));
+      }
       if (result.pass && !form.getAttribute("data-passed-try")) {
         form.setAttribute("data-passed-try", String(tries));
       }
@@ -321,5 +363,9 @@ def number_quiz_html(
         "explanation": explanation,
         "unit": unit,
         "in_unit": IN_THE_UNIT.replace("{unit}", unit),
+        "near": NEAR,
+        "times": TIMES,
+        "fraction": FRACTION,
+        "factors": list(FACTORS),
     }
     return _form(key, "number", question, control, payload)

@@ -399,6 +399,10 @@ class _Quiz:
         """The quiz as self-contained HTML and JavaScript (see :mod:`.quiz_html`)."""
         raise NotImplementedError
 
+    def near(self, answer: object) -> str:
+        """What a wrong answer near the right one is told, or ""."""
+        return ""
+
     def blank_message(self, value: object) -> str | None:
         """What to say when ``value`` is no answer yet (None when it is one)."""
         return CHOOSE_FIRST if value is None else None
@@ -427,11 +431,14 @@ class _Quiz:
                 "Hide the explanation" if shown else "Show the explanation"
             )
 
-        def verdict(correct: bool, tries: int, first_right: bool) -> None:
+        def verdict(
+            correct: bool, tries: int, first_right: bool, near: str = ""
+        ) -> None:
             text = CORRECT if correct else WRONG
             if correct and not first_right:
                 text += ON_TRY.format(tries=tries)
-            again = "" if correct else f" {html.escape(quiz_html.TRY_AGAIN)}"
+            said = f"{near} {quiz_html.TRY_AGAIN}" if near else quiz_html.TRY_AGAIN
+            again = "" if correct else f" {html.escape(said)}"
             icon = _ICONS[PASSED if correct else "failed"]
             feedback.value = f"{icon} <b>{html.escape(text)}</b>{again}"
             toggle.layout.display = None
@@ -451,7 +458,7 @@ class _Quiz:
             if PROGRESS.get(self.key) != PASSED:  # the try it passed on stays
                 tries += 1
             first_right = correct if first_right is None else first_right
-            verdict(correct, tries, first_right)
+            verdict(correct, tries, first_right, self.near(control.value))
             _save_answer(self.key, str(control.value), correct)
 
         submit.on_click(on_submit)
@@ -616,6 +623,12 @@ class Numeric(_Quiz):
         return number is not None and math.isclose(
             number, self.answer, rel_tol=self.tolerance, abs_tol=1e-12
         )
+
+    def near(self, answer: object) -> str:
+        number = parse_number(answer, self.unit)
+        if number is None or self.grade(answer):
+            return ""
+        return quiz_html.near_miss(number, float(self.answer))
 
     def _control(self) -> widgets.Widget:
         return widgets.Text(value="", placeholder="a number", description="answer")
