@@ -879,3 +879,12 @@ def test_each_exercise_is_titled_as_its_notebook_heads_it():
         }
         for exercise in chapter(number).exercises.values():
             assert exercise.title in headings, (path.name, exercise.title)
+
+
+def test_the_progress_table_says_partial_credit_as_a_share(monkeypatch):
+    from transformer_course.exercises import widgets
+
+    monkeypatch.setattr(widgets, "PROGRESS", {"a": "failed", "b": "failed"})
+    monkeypatch.setattr(widgets, "SHARES", {"a": 0.6, "b": 0.0})
+    assert widgets._status("a") == "60 % of its points"
+    assert widgets._status("b") == "failed"

@@ -51,6 +51,9 @@ __all__ = ["MultipleChoice", "Numeric", "QuizBox", "check_widget", "progress_wid
 PROGRESS: dict[str, str] = {}
 # For quizzes: how many answers were submitted, and whether the first was right.
 TRIES: dict[str, tuple[int, bool]] = {}
+#: An exercise's share of its points where it failed with some: the progress
+#: table says "60 % of its points", not "failed".
+SHARES: dict[str, float] = {}
 
 
 def _icon(color: str, mark: str, label: str) -> str:
@@ -274,6 +277,7 @@ def check_widget(
     """
     report = _with_foundations(run_exercise(exercise, function), siblings)
     PROGRESS[exercise.key] = report.status
+    SHARES[exercise.key] = report.score / report.exercise.points
     if os.environ.get("NBGRADER_EXECUTION") == "validate":
         # nbgrader's Validate reads a grade cell that writes to stderr as failed,
         # with that text as the reason, and one that returns a number below its
@@ -304,6 +308,7 @@ def check_widget(
             )
             raise
         PROGRESS[exercise.key] = fresh.status
+        SHARES[exercise.key] = fresh.score / fresh.exercise.points
         results.value = render_report(fresh)
         box.fallback_text = report_text(fresh)
         box.fallback_html = render_report(fresh) + NEEDS_KERNEL
@@ -647,6 +652,9 @@ class Numeric(_Quiz):
 def _status(key: str) -> str:
     """What the progress table says of an exercise or quiz."""
     status = PROGRESS.get(key, NOT_ATTEMPTED)
+    share = SHARES.get(key, 0.0)
+    if status == FAILED and 0 < share < 1:  # partial credit, not "failed"
+        return f"{100 * share:.0f} % of its points"
     if key in TRIES and status == PASSED:
         tries, first_right = TRIES[key]
         return "passed, on the first try" if first_right else f"passed, on try {tries}"
