@@ -288,7 +288,13 @@ def check_widget(
     if grading_with_nbgrader():
         return report.score
     results = widgets.HTML(render_report(report))
-    button = widgets.Button(description="Check again", icon="check")
+    button = widgets.Button(
+        description="Check again",
+        icon="check",
+        # a button drawn before a kernel restart no longer reaches the kernel
+        tooltip="Checks your current definition in the running kernel; after a "
+        "restart, run this cell again first",
+    )
     box = CheckBox([results, button])
     box.add_class("tc-widget-check")  # saved as shown (lab_settings.saved_as_shown)
 
