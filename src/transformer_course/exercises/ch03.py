@@ -418,8 +418,8 @@ QUIZZES = {
     ),
     "quiz_rank": MultipleChoice(
         key="quiz_rank",
-        question="In Turner's sum over heads, Y = Σ_h W_OV^h X A_h (Turner writes V_h for W_OV^h), what is the largest possible rank of W_OV^h (a D×D matrix)?",
-        explanation="W_OV^h is the head's value map W_v^h (D×d) times its output block W_O^h (d×D), transposed: a product through only d dimensions, so its rank is at most d = D/H.",
+        question="Turner writes multi-head attention as a sum over heads, Y = Σ_h V_h X A_h, whose D×D matrices V_h the course calls W_OV^h (the OV matrices). What is the largest possible rank of W_OV^h?",
+        explanation="W_OV^h is the head's value projection W_v^h (D×d) times its output block W_O^h (d×D), transposed: a product through only d dimensions, so its rank is at most d = D/H.",
         options=[
             "d = D/H",
             "D, since W_OV^h is D×D",
