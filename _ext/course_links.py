@@ -51,11 +51,21 @@ def _anchor_equations(app, doctree) -> None:
 
 
 def _note_citers(app, doctree) -> None:
-    """At read time: which targets of ``[text](#key)`` links this page names."""
+    """At read time: which targets of ``[text](#key)`` links this page names,
+    and the section of the page where it first names each."""
     citers = app.env.course_citers = getattr(app.env, "course_citers", {})
+    sections = app.env.course_cite_sections = getattr(
+        app.env, "course_cite_sections", {}
+    )
     for node in doctree.findall(addnodes.pending_xref):
         if node.get("reftype") == "myst" and node.get("refdomain") != "doc":
-            citers.setdefault(node["reftarget"], set()).add(app.env.docname)
+            target, page = node["reftarget"], app.env.docname
+            citers.setdefault(target, set()).add(page)
+            section = node.parent
+            while section is not None and not isinstance(section, nodes.section):
+                section = section.parent
+            if section is not None and section["ids"]:
+                sections.setdefault((target, page), section["ids"][0])
 
 
 def _purge(app, env, docname) -> None:
@@ -64,6 +74,9 @@ def _purge(app, env, docname) -> None:
         del found[anchor]
     for pages in getattr(env, "course_citers", {}).values():
         pages.discard(docname)
+    sections = getattr(env, "course_cite_sections", {})
+    for key in [k for k in sections if k[1] == docname]:
+        del sections[key]
 
 
 def _merge(app, env, docnames, other) -> None:
@@ -72,6 +85,8 @@ def _merge(app, env, docnames, other) -> None:
     env.course_citers = getattr(env, "course_citers", {})
     for target, pages in getattr(other, "course_citers", {}).items():
         env.course_citers.setdefault(target, set()).update(pages)
+    env.course_cite_sections = getattr(env, "course_cite_sections", {})
+    env.course_cite_sections.update(getattr(other, "course_cite_sections", {}))
 
 
 class CourseLinks(SphinxPostTransform):
@@ -120,6 +135,7 @@ class CitedIn(SphinxPostTransform):
     def run(self, **kwargs) -> None:
         key_of = {c.citation_id: c.key for c in self.env.get_domain("cite").citations}
         citers = getattr(self.env, "course_citers", {})
+        sections = getattr(self.env, "course_cite_sections", {})
         order = _toc_order(self.env)
         here = self.env.docname
         for entry in list(self.document.findall(nodes.citation)):
@@ -134,6 +150,9 @@ class CitedIn(SphinxPostTransform):
                 if i:
                     line += nodes.Text(", ")
                 uri = self.app.builder.get_relative_uri(here, page)
+                # to the section that first cites it, not the top of a long page
+                section = sections.get((key, page))
+                uri += f"#{section}" if section else ""
                 link = nodes.reference("", "", internal=True, refuri=uri)
                 link += nodes.Text(self.env.titles[page].astext())
                 line += link

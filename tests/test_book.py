@@ -212,20 +212,28 @@ def test_each_reference_links_back_to_the_pages_that_cite_it(site):
             r'<div class="citation" id="([^"]+)"[^>]*>(.*?)</div>', references, re.S
         )
     )
-    cited_in = {
+    links = {
         anchor: re.findall(
-            r'<a class="reference internal" href="([^"#]+)">',
+            r'<a class="reference internal" href="([^"#]+)#?([^"]*)">',
             entry.split("Cited in:")[-1],
         )
         for anchor, entry in entries.items()
         if "Cited in:" in entry
     }
+    cited_in = {anchor: [page for page, _ in found] for anchor, found in links.items()}
     assert len(cited_in) >= len(entries) - 1, set(entries) - set(cited_in)
-    for anchor, pages in cited_in.items():
-        assert pages, anchor
-        for page in pages:  # each page named really links to this entry
+    for anchor, found in links.items():
+        assert found, anchor
+        for page, section in found:  # each page named really links to this entry,
             text = (site / "book" / page).read_text()
             assert f'href="references.html#{anchor}"' in text, (anchor, page)
+            # from the section the link leads to: the first that cites it
+            assert section, (anchor, page)
+            start = text.index(f'<section id="{section}"')
+            assert start < text.index(f'href="references.html#{anchor}"'), (
+                anchor,
+                page,
+            )
     # Kneser and Ney: cited in chapter 6 only
     kneser = [a for a in cited_in if "kneser" in entries[a].lower()]
     assert [cited_in[a] for a in kneser] == [["06_gpt.html"]]
