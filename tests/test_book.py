@@ -229,7 +229,7 @@ def test_each_reference_links_back_to_the_pages_that_cite_it(site):
             assert f'href="references.html#{anchor}"' in text, (anchor, page)
             # from the section the link leads to: the first that cites it
             assert section, (anchor, page)
-            start = text.index(f'<section id="{section}"')
+            start = text.index(f'id="{section}"')
             assert start < text.index(f'href="references.html#{anchor}"'), (
                 anchor,
                 page,
