@@ -947,3 +947,19 @@ def test_a_library_function_named_after_a_forbidden_one_is_refused():
     assert torch.allclose(cheat(X), torch.softmax(X, -1))  # it works unwatched
     outcome = one(cheat, forbidden=("softmax",))
     assert outcome["error"] == "ForbiddenUse", outcome
+
+
+def test_a_method_added_to_the_tensor_class_refuses_the_call(monkeypatch):
+    """The twenty-second red team: a cell set torch.Tensor.new_empty, which
+    shadows the C method and which copy.deepcopy of the inputs calls before
+    the watched call; the hook computed the answer with the forbidden function."""
+    computed = []
+
+    def new_empty(self, *args, **kwargs):
+        computed.append(torch.softmax(X, dim=-1))
+        return torch._C.TensorBase.new_empty(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "new_empty", new_empty, raising=False)
+    outcome = one(lambda x: x, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse", outcome
+    assert computed == []  # refused before anything was copied

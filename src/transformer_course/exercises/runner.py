@@ -1259,6 +1259,10 @@ def _relied_on() -> dict[str, object]:
         "Library": torch.library.Library,
         "torch.Tensor": torch.Tensor,
         "TensorBase": torch._C.TensorBase,
+        # what copy.deepcopy of the inputs calls (Tensor.__deepcopy__)
+        "UntypedStorage": torch.UntypedStorage,
+        "TypedStorage": torch.storage.TypedStorage,
+        "Parameter": torch.nn.Parameter,
     }
     found = {}
     for owner_name, owner in owners.items():
@@ -1303,6 +1307,16 @@ def _forbidden_now() -> tuple:
     )
 
 
+#: Classes whose methods a cell may not add to (see :func:`_intact`).
+_NO_NEW_METHODS = (
+    "torch.Tensor.",
+    "TensorBase.",
+    "UntypedStorage.",
+    "TypedStorage.",
+    "Parameter.",
+)
+
+
 def _intact() -> bool:
     """Whether nothing the watch relies on was patched since the runner was
     imported: this module's functions and classes, FORBIDDEN's contents, and
@@ -1318,7 +1332,12 @@ def _intact() -> bool:
         relied = _relied_on()
     except Exception:  # a patched attribute that breaks the lookups themselves
         return False
-    return all(relied.get(k, _MISSING) is v for k, v in _PRISTINE_RELIED.items())
+    if not all(relied.get(k, _MISSING) is v for k, v in _PRISTINE_RELIED.items()):
+        return False
+    # nor a method added to a tensor or storage class, where it shadows the C
+    # one (Tensor.new_empty set from a cell, which deepcopy of the inputs then
+    # called: the twenty-second red team)
+    return all(k in _PRISTINE_RELIED for k in relied if k.startswith(_NO_NEW_METHODS))
 
 
 # --- the sandbox's script: a fork server ------------------------------------------
@@ -1730,6 +1749,15 @@ def _watching_hooks() -> str:
     return " and ".join(found)
 
 
+def _left_running() -> str:
+    """The threads, processes and hooks the cells left running ("a thread
+    running and a process running"), or ""."""
+    found = [_watching_hooks()] if _watching_hooks() else []
+    if _descendants(os.getpid()):
+        found.append("a process running")
+    return " and ".join(found)
+
+
 def _os_threads() -> int:
     """The threads this process runs, as the operating system counts them (0
     where /proc cannot say)."""
@@ -1835,7 +1863,16 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
         "outcomes": [],
     }
     if callable(function):
+        # where something is forbidden, a thread or process a cell left running
+        # could compute it while the watched call waits (a library's worker
+        # pool: the twenty-second red team): no call is made
+        left = _left_running() if forbidden else ""
         for check_cases in cases:
+            if left:
+                message = f"a cell left {left}, which the checks cannot watch"
+                refused = [_outcome(error="ForbiddenUse", message=message)]
+                result["outcomes"].append(refused * len(check_cases))
+                continue
             result["outcomes"].append(
                 call_cases(function, check_cases, forbidden, limits or None)
             )

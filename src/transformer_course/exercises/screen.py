@@ -27,6 +27,7 @@ watched as the answer runs, where the watch can see it.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.machinery
 import re
 from collections.abc import Iterable
@@ -138,6 +139,24 @@ DENIED_ATTRIBUTES = frozenset(
         "Formatter",
         "get_field",
         "get_value",
+        # workers an allowed library starts, and text it runs as code (the
+        # twenty-second red team)
+        "MonoWorker",
+        "utils_worker",
+        "Parallel",
+        "parallel_backend",
+        "parallel_config",
+        "DataLoader",
+        "benchmark",
+        "get_type_hints",
+        "ForwardRef",
+        "singledispatch",
+        "singledispatchmethod",
+        "measure",
+        "share_memory_",
+        "rpc",
+        "package",
+        "distributed",
         # classes made with any namespace (a __torch_function__ in a dict)
         "make_dataclass",
         "ABCMeta",
@@ -284,6 +303,10 @@ DENIED_DEFINITIONS = frozenset(
     }
 )
 
+#: Keyword arguments that start workers or evaluate text (DataLoader's
+#: num_workers, scikit-learn's n_jobs, inspect.signature's eval_str).
+DENIED_KEYWORDS = frozenset({"num_workers", "workers", "n_jobs", "eval_str"})
+
 #: Built-in names refused wherever they appear.
 DENIED_NAMES = frozenset(
     {
@@ -321,6 +344,8 @@ ALLOWED_LINE_MAGICS = frozenset(
         "who",
         "whos",
         "store",
+        "config",  # only InlineBackend's settings (see _magic_refused)
+        "prun",
         "pinfo",  # obj?
         "pinfo2",  # obj??
         "precision",
@@ -333,7 +358,11 @@ _TIMEIT_VALUED = frozenset({"-n", "-r", "-p"})
 ALLOWED_FROM = frozenset({"IPython.display"})
 #: The extensions ``%load_ext`` may load.
 ALLOWED_EXTENSIONS = frozenset({"autoreload"})
-ALLOWED_CELL_MAGICS = frozenset({"time", "timeit", "capture", "writefile"})
+ALLOWED_CELL_MAGICS = frozenset({"time", "timeit", "prun", "capture", "writefile"})
+#: The shell commands allowed (``!pip install tqdm``, a Colab habit).
+_PIP_INSTALL = re.compile(r"\s*pip install(\s+-q|\s+--quiet)?(\s+[\w.\-\[\],=<>]+)+\s*")
+#: ``%config`` of the inline figures only.
+_INLINE_CONFIG = re.compile(r"\s*InlineBackend\.\w+\s*=\s*(['\"])[\w\-]+\1\s*")
 
 
 @dataclass(frozen=True)
@@ -359,20 +388,81 @@ def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
     order they run), or None. A cell that does not parse is skipped: it does
     not run either."""
     cells = list(cells)
+    for number, source in cells:  # before any transform: IPython's is slow
+        too_many = _too_many_magics(source)
+        if too_many:
+            return Finding(number, 1, too_many)
     known = _Known(
         modules=frozenset(
             m.group(1) for _, source in cells if (m := _WRITES_MODULE.match(source))
         ),
         aliases=_restricted_aliases(source for _, source in cells),
+        imported=_imported_names(source for _, source in cells),
     )
     for number, source in cells:
         found = _screen_source(source, 0, known)
+        if found is None and _automagic(source) is not None:
+            # a one-line cell that is not Python: IPython runs it as a magic
+            # when its first word names one ("automagic", on by default)
+            found = _screen_source(_automagic(source), 0, known, strict=True)
         if found is not None:
             line, what = found
             return Finding(number, line, what)
     return None
 
 
+#: A cell with more magic lines than this, or magics in a cell longer than
+#: :data:`MAGIC_CELL_CHARACTERS`, is refused unread: IPython reads a cell
+#: again for each magic in it, and a cell of hundreds of magics kept the
+#: grader busy for minutes (the twenty-second red team).
+MAX_MAGICS = 40
+MAGIC_CELL_CHARACTERS = 20_000
+
+
+def _too_many_magics(source: str) -> str:
+    magics = len(re.findall(r"(?m)^\s*[%!]|[;?]\s*%|[?]\s*$", source))
+    if magics > MAX_MAGICS:
+        return f"a cell of {magics} magics (at most {MAX_MAGICS})"
+    if magics and len(source) > MAGIC_CELL_CHARACTERS:
+        return f"magics in a cell of {len(source):,} characters"
+    return ""
+
+
+def _automagic(source: str) -> str | None:
+    """The line magic IPython runs for a one-line cell that is not Python and
+    starts with a name, or None."""
+    text = source.strip()
+    word = re.match(r"([A-Za-z_]\w*)(\s|$)", text)
+    if "\n" in text or word is None or word.group(1) not in _magic_names():
+        return None
+    if _parse(_python(source)) is not None:
+        return None
+    return "%" + text
+
+
+@functools.lru_cache(maxsize=1)
+def _magic_names() -> frozenset[str]:
+    """IPython's line magics and shell aliases, by name: a one-line cell that
+    starts with one of them runs it (automagic)."""
+    names = {  # an extension's, the kernel's, and the shell aliases
+        *("store", "autoreload", "aimport", "clear", "less", "more", "man"),
+        *("connect_info", "qtconsole", "autosave", "cat", "cp", "ls", "mkdir"),
+        *("mv", "rm", "rmdir", "ldir", "lf", "lk", "ll", "lx"),
+    }
+    try:
+        import inspect
+
+        import IPython.core.magics as magics
+    except ImportError:  # pragma: no cover - IPython is in requirements.txt
+        return frozenset(names)
+    for _, kind in inspect.getmembers(magics, inspect.isclass):
+        table = getattr(kind, "magics", None)
+        if isinstance(table, dict):
+            names |= set(table.get("line", {}))
+    return frozenset(names)
+
+
+@functools.lru_cache(maxsize=1024)
 def _python(source: str) -> str:
     """A cell as the Python IPython runs (magics become ``get_ipython()``
     calls); the source itself where IPython is not installed."""
@@ -445,6 +535,32 @@ class _Known:
 
     modules: frozenset[str]
     aliases: dict[str, str]
+    imported: frozenset[str] = frozenset()  # names bound by an import
+
+
+#: Modules' usual names: attributes of them may not be assigned (a method set
+#: on torch.Tensor runs wherever a tensor is used, watched or not).
+MODULE_NAMES = frozenset(
+    {"torch", "nn", "F", "np", "numpy", "math", "tc", "plt", "scipy", "sklearn"}
+)
+
+
+def _imported_names(sources: Iterable[str]) -> frozenset[str]:
+    names = set(MODULE_NAMES)
+    for source in sources:
+        tree = _parse(_python(source))
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    names.add((alias.asname or alias.name).split(".")[0])
+    return frozenset(names)
+
+
+def _root(node: ast.AST) -> str:
+    """The name an attribute chain starts from (``torch`` of torch.Tensor.x)."""
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.value if not isinstance(node, ast.Call) else node.func
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _restricted_aliases(sources: Iterable[str]) -> dict[str, str]:
@@ -502,11 +618,13 @@ class _Reader:
             for node in ast.walk(tree)
             if isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
-            and node.func.id in BY_NAME
+            and node.func.id in ("getattr", "hasattr")
             and len(node.args) >= 2
             and isinstance(node.args[1], ast.Constant)
             and isinstance(node.args[1].value, str)
-            and not _attribute_refused(node.args[1].value)
+            and (
+                node.func.id == "hasattr" or not _attribute_refused(node.args[1].value)
+            )
         }
         magic_calls = {}
         for node in ast.walk(tree):
@@ -538,7 +656,11 @@ class _Reader:
                 if line_text.split() and set(line_text.split()) <= ALLOWED_EXTENSIONS:
                     return None
                 return 1, f"%load_ext {line_text.strip()}"
-            if name not in ("time", "timeit"):
+            if name == "config":
+                return None if _INLINE_CONFIG.fullmatch(line_text) else (1, "%config")
+            if name == "prun" and line_text.lstrip().startswith("-"):
+                return 1, "%prun with options"
+            if name not in ("time", "timeit", "prun"):
                 return None
             code, refusal = (
                 _timeit_code(line_text) if name == "timeit" else (line_text, None)
@@ -567,6 +689,8 @@ class _Reader:
                         r"--no-(stderr|stdout|display)|[A-Za-z_]\w*", word
                     ):
                         return 1, f"%%capture {word}"
+            elif name == "prun" and line_text.strip():
+                return 1, "%%prun with options"
             elif line_text.strip():  # %%time and %%timeit run their line too
                 code, refusal = (
                     _timeit_code(line_text) if name == "timeit" else (line_text, None)
@@ -580,6 +704,8 @@ class _Reader:
             found = self._code(body)
             if found is not None:
                 return found[0] + 1, found[1]
+            return None
+        if _PIP_INSTALL.fullmatch(line_text):
             return None
         return 1, "a shell command (!)"
 
@@ -612,6 +738,11 @@ class _Reader:
         elif isinstance(node, ast.Attribute):
             if node.attr == "__class__" and not isinstance(node.ctx, ast.Load):
                 return ".__class__ assigned"
+            if (
+                not isinstance(node.ctx, ast.Load)
+                and _root(node) in self.known.imported
+            ):
+                return f"assigning {_root(node)}…{node.attr}: a library changed"
             if _attribute_refused(node.attr) and not _own_private(node):
                 return f".{node.attr}"
         elif isinstance(node, ast.Name):
@@ -630,6 +761,8 @@ class _Reader:
                 return f"{node.id}"
             if node.id in DENIED_MODULE_NAMES and isinstance(node.ctx, ast.Load):
                 return f"the module {node.id}"
+            if node.id in ("setattr", "delattr"):
+                return node.id
             if node.id in BY_NAME and id(node) not in callee_names:
                 return f"{node.id} with a name that is not written out"
             if node.id in DENIED_DEFINITIONS and isinstance(node.ctx, ast.Store):
@@ -640,6 +773,9 @@ class _Reader:
             if isinstance(node, ast.ClassDef) and node.keywords:
                 return f"class {node.name} with a metaclass or class arguments"
         elif isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg in DENIED_KEYWORDS:
+                    return f"{keyword.arg}=: more workers or text run as code"
             if (
                 isinstance(node.func, ast.Name)
                 and node.func.id == "type"
@@ -691,5 +827,5 @@ def _magic(node: ast.AST):
     if method == "run_cell_magic" and len(args) == 3:
         return "cell", args[0], args[1], args[2]
     if method in ("system", "getoutput"):
-        return "shell", "", "", ""
+        return "shell", "", args[0] if method == "system" and args else "", ""
     return None
