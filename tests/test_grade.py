@@ -511,3 +511,30 @@ def test_the_source_notebook_gives_points_and_must_be_the_chapters(tmp_path, cap
     table = capsys.readouterr().out
     assert "6/6" in table.replace(" ", "")
     assert f"points and test cells: from {given}" in table
+
+
+@pytest.mark.parametrize(
+    "left",
+    [
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+        "import subprocess\nsubprocess.Popen(['sleep', '60'])\n",
+    ],
+    ids=["thread", "process"],
+)
+def test_a_thread_or_process_a_cell_left_running_refuses_the_forbidden_exercises(
+    tmp_path, left
+):
+    """The twenty-second red team computed the forbidden function in a worker
+    that a library started at cell time; the watch follows only the call. The
+    screen refuses the imports; behind it, the runner refuses the call."""
+    notebook = submission(
+        {"stable_softmax": left + reference("stable_softmax", chapter=2)}, chapter=2
+    )
+    path = write(tmp_path, notebook, "02_attention.ipynb")
+    graded = grade_notebook(path, unsafe=True, screen=False)
+    grades = by_key(graded)
+    for key in ("stable_softmax", "attention"):  # those that forbid a function
+        assert grades[key].points == 0, grades[key]
+        assert "a cell left a " in grades[key].hint
+    assert grades["additive_score"].points == grades["additive_score"].max_points
