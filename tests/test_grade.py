@@ -538,3 +538,15 @@ def test_a_thread_or_process_a_cell_left_running_refuses_the_forbidden_exercises
         assert grades[key].points == 0, grades[key]
         assert "a cell left a " in grades[key].hint
     assert grades["additive_score"].points == grades["additive_score"].max_points
+
+
+def test_a_progress_bar_in_a_cell_leaves_nothing_running(tmp_path):
+    """tqdm's monitor thread outlived its bar and read as a thread a cell left
+    running (the twenty-third red team): the grader starts no monitor."""
+    bar = "from tqdm import tqdm\nfor _ in tqdm(range(3)):\n    pass\n"
+    notebook = submission(
+        {"stable_softmax": bar + reference("stable_softmax", chapter=2)}, chapter=2
+    )
+    path = write(tmp_path, notebook, "02_attention.ipynb")
+    grades = by_key(grade_notebook(path, unsafe=True))
+    assert grades["stable_softmax"].points == grades["stable_softmax"].max_points

@@ -287,7 +287,9 @@ def test_a_class_graded_as_the_readme_says(course):
     assert by["alice", "patchify"]["email"] == "alice@example.org"
     assert by["alice", "patchify"]["last_name"] == "Liddell"
     assert by["mallory", "build_char_vocab"]["points"] == "0.0"
-    assert "F.embedding" in by["mallory", "embed_one_hot"]["hint"]
+    # the screen refuses the patch of the checks before the lookup is watched
+    assert by["mallory", "embed_one_hot"]["points"] == "0.0"
+    assert "Not run: assigning w" in by["mallory", "embed_one_hot"]["hint"]
     assert by["bob", "test_double"]["status"] == "failed"
     assert "double(2) should be 4" in by["bob", "test_double"]["hint"]
     assert by["syd", "merge_pair"]["status"] == "syntax error"

@@ -963,3 +963,44 @@ def test_a_method_added_to_the_tensor_class_refuses_the_call(monkeypatch):
     outcome = one(lambda x: x, forbidden=("softmax",))
     assert outcome["error"] == "ForbiddenUse", outcome
     assert computed == []  # refused before anything was copied
+
+
+class _StartsAThreadWhenRead:
+    """The twenty-third red team: a callable whose ``func`` (read by the
+    runner to unwrap decorators, before the call) starts a thread."""
+
+    @property
+    def func(self):
+        import threading
+
+        worker = threading.Thread(target=lambda: None)
+        worker.start()
+        worker.join()
+        return None
+
+    def __call__(self, x):
+        return torch.zeros_like(x)
+
+
+class _LoudError(Exception):
+    def __str__(self):
+        import threading
+
+        worker = threading.Thread(target=lambda: None)
+        worker.start()
+        worker.join()
+        return "loud"
+
+
+def _raises_loudly(x):
+    raise _LoudError()
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [_StartsAThreadWhenRead(), _raises_loudly],
+    ids=["reading the function", "the error's message"],
+)
+def test_learner_code_the_runner_runs_besides_the_call_is_watched(cheat):
+    outcome = one(cheat, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse", outcome

@@ -118,6 +118,11 @@ REFUSED = {
     "%config otherwise": "%config InteractiveShell.ast_node_interactivity = 'all'",
     "%prun with options": "%prun -D out.prof f(x)",
     "a shell command, pip in disguise": "!pip install x; rm -rf ~",
+    "autocall": "go exec(payload)",
+    "autocall escape": "/exec payload",
+    "a class's mro": "Thread = TMonitor.mro()[1]",
+    "tqdm's monitor": "from tqdm.std import TMonitor",
+    "a one-line syntax error": "x = = 1",
     "nested magics": "%%time\n%%time\n%%time\n%%time\n%%time\n%%time\nx = 1",
 }
 
@@ -158,7 +163,6 @@ ALLOWED = {
     "!pip install": "!pip install -q tqdm",
     "hasattr of any name": "hasattr(torch, 'compile')",
     "a learner's own object": "model.weight = torch.nn.Parameter(w)\nself.cache = {}",
-    "a one-line syntax error": "x = = 1",
     "a syntax error": "def f(:\n    pass",
     "top-level await": "await something()",
     "the words in strings": "print('exec eval __globals__ import gc')",

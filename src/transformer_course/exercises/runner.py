@@ -1120,18 +1120,33 @@ def call_cases(
     NotImplementedError``, the stub), ``message`` and ``mutated`` (indices of the arguments
     the call changed in place). Inputs are deep-copied before every call.
     """
-    course = uses_course_package(function)
+    if not _intact():  # the runner patched from a cell: its verdicts would lie
+        message = forbidden_message("escape")
+        return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
+    watch = _Watch(forbidden)
+    home = stub_code = None
+    course: list[str] = []
+    try:
+        with _watching(watch, forbidden):
+            # reading the function runs the learner's code (a property, an
+            # ``In`` of its own): watched, like the call (the twenty-third red
+            # team started an unwatched thread there)
+            course = uses_course_package(function)
+            home = _learner_namespace(function)
+            stub_code = getattr(function, "__code__", None)
+    except Exception:  # the watch refused a call (recorded), or the reading failed
+        if not watch.hits:
+            watch.hits.append("escape")
+    if watch.hits:
+        message = forbidden_message(watch.hits[0])
+        return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
     if course:
         message = (
             f"your solution uses the course package ({', '.join(course)}), which holds "
             "the answers and is hidden when grading: write it with torch only"
         )
         return [_outcome(error="CoursePackageUsed", message=message) for _ in cases]
-    watch = _Watch(forbidden)
-    watch.home = _learner_namespace(function)
-    if not _intact():  # the runner patched from a cell: its verdicts would lie
-        message = forbidden_message("escape")
-        return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
+    watch.home = home
     outcomes = []
     for case in cases:
         if STOP_CALLS:  # the notebook's time is up (core.deadline): no more calls
@@ -1142,12 +1157,19 @@ def call_cases(
         watch.course.clear()
         tables = watch.tables()  # held here, out of the watch's reach
         error = None
+        said, kinds = "", []
         try:
             with _watching(watch, forbidden):
-                value = function(*args)
+                try:
+                    value = function(*args)
+                except BaseException as err:
+                    # the learner's __str__ runs here: watched too (the
+                    # twenty-third red team started a thread from one)
+                    said, kinds = _message(err), _error_kinds(err)
+                    raise
         except NotImplementedError as err:
-            if not (watch.hits or watch.course) and _raised_by_the_stub(err, function):
-                outcomes.append(_outcome(error=NOT_ATTEMPTED, message=err))
+            if not (watch.hits or watch.course) and _raised_by_the_stub(err, stub_code):
+                outcomes.append(_outcome(error=NOT_ATTEMPTED, message=said))
                 continue
             error = err  # from inside torch or a helper: the learner's bug
         except Exception as err:  # the learner's bug, reported as a hint
@@ -1169,6 +1191,7 @@ def call_cases(
                         plain, unreadable = to_plain(value, limits), None
                     except Exception as err:  # _TooLarge, or a value with no data
                         plain, unreadable = None, err
+                        unreadable_said = _message(err)  # watched, as above
             except Exception:  # the watch refused a call (recorded in its hits)
                 if not watch.hits:
                     watch.hits.append("escape")
@@ -1187,18 +1210,14 @@ def call_cases(
             continue
         if error is not None:
             outcomes.append(
-                _outcome(
-                    error=type(error).__name__,
-                    message=_message(error),
-                    kinds=_error_kinds(error),
-                )
+                _outcome(error=type(error).__name__, message=said, kinds=kinds)
             )
             continue
         if isinstance(unreadable, _TooLarge):
             outcomes.append(
                 _outcome(
                     error="ResultTooLarge",
-                    message=f"your function returned {unreadable}",
+                    message=f"your function returned {unreadable_said}",
                     mutated=mutated,
                 )
             )
@@ -1206,7 +1225,7 @@ def call_cases(
         if unreadable is not None:  # e.g. a tensor on the "meta" device: no data
             message = (
                 f"your function returned a {value_type} that cannot be read "
-                f"({type(unreadable).__name__}: {_message(unreadable)})"
+                f"({type(unreadable).__name__}: {unreadable_said})"
             )
             outcomes.append(
                 _outcome(error="UnreadableResult", message=message, mutated=mutated)
@@ -1229,11 +1248,11 @@ def _watching(watch: _Watch, forbidden: Sequence[str]):
             yield
 
 
-def _raised_by_the_stub(err: NotImplementedError, function) -> bool:
-    """Whether the function's own code raised ``err``, as the stub does ("not
-    attempted"); one raised deeper down (a torch function not implemented on
-    this device, an earlier exercise still a stub) is reported as an error."""
-    code = getattr(function, "__code__", None)
+def _raised_by_the_stub(err: NotImplementedError, code) -> bool:
+    """Whether the function's own code (``code``, its ``__code__``) raised
+    ``err``, as the stub does ("not attempted"); one raised deeper down (a
+    torch function not implemented on this device, an earlier exercise still a
+    stub) is reported as an error."""
     innermost = err.__traceback__
     if code is None or innermost is None:
         return True

@@ -139,6 +139,13 @@ DENIED_ATTRIBUTES = frozenset(
         "Formatter",
         "get_field",
         "get_value",
+        # classes walked to reach others (TMonitor.mro()[1] is threading's
+        # Thread), and threads by name (the twenty-third red team)
+        "mro",
+        "TMonitor",
+        "Thread",
+        "Timer",
+        "IPyAutocall",
         # workers an allowed library starts, and text it runs as code (the
         # twenty-second red team)
         "MonoWorker",
@@ -405,6 +412,10 @@ def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
             # a one-line cell that is not Python: IPython runs it as a magic
             # when its first word names one ("automagic", on by default)
             found = _screen_source(_automagic(source), 0, known, strict=True)
+        elif found is None and _one_line_not_python(source):
+            # ... or as a call: IPython's prefilter makes "f x" f(x) for an
+            # autocall object (the twenty-third red team ran text unscreened)
+            found = (1, "a one-line cell that is not Python, which IPython may run")
         if found is not None:
             line, what = found
             return Finding(number, line, what)
@@ -438,6 +449,11 @@ def _automagic(source: str) -> str | None:
     if _parse(_python(source)) is not None:
         return None
     return "%" + text
+
+
+def _one_line_not_python(source: str) -> bool:
+    text = source.strip()
+    return bool(text) and "\n" not in text and _parse(_python(source)) is None
 
 
 @functools.lru_cache(maxsize=1)
@@ -481,6 +497,8 @@ def _parse(source: str) -> ast.Module | None:
     try:
         return compile(source, "<cell>", "exec", flags=flags, dont_inherit=True)
     except (SyntaxError, ValueError):
+        return None
+    except (RecursionError, MemoryError):  # too deep for Python to run either
         return None
 
 

@@ -86,6 +86,9 @@ random.seed(0)
 numpy.random.seed(0)
 torch.manual_seed(0)
 del numpy
+import tqdm  # no monitor thread: it would read as one a cell left running
+tqdm.tqdm.monitor_interval = 0
+del tqdm
 device = torch.device("cpu")
 from transformer_course.exercises import chapter  # stand-ins too: ex.check(...)
 ex = chapter  # in a learner's cell is passed over, as the package's calls are
