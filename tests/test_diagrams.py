@@ -121,7 +121,7 @@ def test_the_weighted_average_figure_states_the_sum():
 
 def test_the_sum_over_heads_notes_turners_name():
     texts = " ".join(drawn(diagrams.multihead_as_sum()))
-    assert "Turner writes $V_h$" in texts
+    assert "Turner's $V_h$" in texts
     assert "rank ≤ d = D/H" in texts
 
 

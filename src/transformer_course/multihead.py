@@ -241,7 +241,7 @@ def head_value_maps(module: MultiHeadAttention) -> torch.Tensor:
     """W_OV^h = U_h U_{v,h} (Turner's V_h) for every head: (H, D, D), each of rank ≤ d.
 
     In the row convention head h contributes ``A_h x (W_OV^h)ᵀ`` (bias aside), where
-    ``W_OV^h`` chains the head's value map (d rows of W_v) with its d columns of W_O.
+    ``W_OV^h``, the head's OV matrix, chains its value projection (d rows of W_v) with its d columns of W_O.
     """
     D, d = module.d_model, module.d_head
     W_v = module.qkv_proj.weight[2 * D :]  # (D, D): rows are value features

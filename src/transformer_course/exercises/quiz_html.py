@@ -56,8 +56,14 @@ TRY_AGAIN = "Try again, or open the explanation."
 # A wrong number near the answer, or off by a usual factor (a multiply-add
 # counted as one FLOP, a power of ten, MiB against MB).
 NEAR = "Close: within 10 % of the answer. Check the last step, or the rounding."
-TIMES = "Your number is {factor} times the answer: check for a missing factor."
-FRACTION = "Your number is 1/{factor} of the answer: check for a factor too many."
+TIMES = (
+    "Your number is {factor} times too large: check for a factor too many, "
+    "or a division left out."
+)
+FRACTION = (
+    "Your number is {factor} times too small: check for a missing factor, "
+    "or a division too many."
+)
 FACTORS = (2, 4, 8, 10, 100, 1000, 1024, 1000000)
 
 
