@@ -550,3 +550,25 @@ def test_a_progress_bar_in_a_cell_leaves_nothing_running(tmp_path):
     path = write(tmp_path, notebook, "02_attention.ipynb")
     grades = by_key(grade_notebook(path, unsafe=True))
     assert grades["stable_softmax"].points == grades["stable_softmax"].max_points
+
+
+@needs_bwrap
+def test_a_double_forked_process_refuses_the_forbidden_exercises(tmp_path):
+    """The twenty-fourth red team: a process a cell double-forked is the
+    sandbox runner's child, not the job's; every process in the sandbox counts."""
+    daemon = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+    )
+    notebook = submission(
+        {"stable_softmax": daemon + reference("stable_softmax", chapter=2)}, chapter=2
+    )
+    path = write(tmp_path, notebook, "02_attention.ipynb")
+    grades = by_key(grade_notebook(path, screen=False))
+    assert grades["stable_softmax"].points == 0, grades["stable_softmax"]
+    assert "a process running" in grades["stable_softmax"].hint
+    assert grades["additive_score"].points == grades["additive_score"].max_points

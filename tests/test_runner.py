@@ -1004,3 +1004,40 @@ def _raises_loudly(x):
 def test_learner_code_the_runner_runs_besides_the_call_is_watched(cheat):
     outcome = one(cheat, forbidden=("softmax",))
     assert outcome["error"] == "ForbiddenUse", outcome
+
+
+def test_a_mode_left_on_torch_s_stack_refuses_the_call():
+    """The twenty-fourth red team left a dispatch mode entered by a cell: it
+    swapped the results for the forbidden function's as they were encoded."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Swap(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    mode = Swap()
+    mode.__enter__()
+    try:
+        outcome = one(lambda x: x, forbidden=("softmax",))
+    finally:
+        mode.__exit__(None, None, None)
+    assert outcome["error"] == "ForbiddenUse", outcome
+
+
+def test_what_is_freed_after_the_calls_is_watched():
+    """The twenty-fourth red team hung a suspended generator on an input; its
+    finally ran when the runner let the copy go, outside the watch."""
+
+    def later():
+        try:
+            yield
+        finally:
+            torch.softmax(X, dim=-1)  # the forbidden function, when freed
+
+    def cheat(x):
+        x.keep = later()
+        next(x.keep)
+        return torch.zeros_like(x)
+
+    outcome = one(cheat, forbidden=("softmax",))
+    assert outcome["error"] == "ForbiddenUse", outcome

@@ -123,6 +123,12 @@ REFUSED = {
     "a class's mro": "Thread = TMonitor.mro()[1]",
     "tqdm's monitor": "from tqdm.std import TMonitor",
     "a one-line syntax error": "x = = 1",
+    "an alias with a refused name": "from helpers import f as __torch_dispatch__",
+    "a private alias": "from torch.autograd import graph as _g",
+    "torch's modes": "from torch.autograd.graph import TorchDispatchMode",
+    "entering by hand": "mode.__enter__()",
+    "a shell in a library": "from torch.utils.collect_env import run",
+    "tqdm's telegram": "from tqdm.contrib.telegram import TelegramIO",
     "nested magics": "%%time\n%%time\n%%time\n%%time\n%%time\n%%time\nx = 1",
 }
 

@@ -1148,11 +1148,16 @@ def call_cases(
         return [_outcome(error="CoursePackageUsed", message=message) for _ in cases]
     watch.home = home
     outcomes = []
+    # every case's inputs, value and error, freed at the end under the watch:
+    # freeing runs the learner's code (a generator's finally hung on an input:
+    # the twenty-fourth red team)
+    kept: list = []
     for case in cases:
         if STOP_CALLS:  # the notebook's time is up (core.deadline): no more calls
             break
         pristine = copy.deepcopy(tuple(case))
         args = copy.deepcopy(pristine)
+        kept.append((pristine, args))
         watch.hits.clear()
         watch.course.clear()
         tables = watch.tables()  # held here, out of the watch's reach
@@ -1170,10 +1175,12 @@ def call_cases(
         except NotImplementedError as err:
             if not (watch.hits or watch.course) and _raised_by_the_stub(err, stub_code):
                 outcomes.append(_outcome(error=NOT_ATTEMPTED, message=said))
+                kept.append(err)  # its traceback holds the call's frames
                 continue
             error = err  # from inside torch or a helper: the learner's bug
         except Exception as err:  # the learner's bug, reported as a hint
             error = err
+        kept.append((error, value if error is None else None))
         if error is None:
             # Comparing the inputs and reading the result can run the learner's
             # code (a method set on an input tensor, a dict key's __hash__, a
@@ -1232,6 +1239,17 @@ def call_cases(
             )
             continue
         outcomes.append(_outcome(value=plain, mutated=mutated, value_type=value_type))
+    try:
+        with _watching(watch, forbidden):
+            watch.hits.clear()
+            kept.clear()
+            pristine = args = value = error = None  # freed here, watched
+    except Exception:  # the watch refused a call while they were freed
+        if not watch.hits:
+            watch.hits.append("escape")
+    if watch.hits:
+        message = forbidden_message(watch.hits[0])
+        return [_outcome(error="ForbiddenUse", message=message) for _ in outcomes]
     return outcomes
 
 
@@ -1352,6 +1370,11 @@ def _intact() -> bool:
     except Exception:  # a patched attribute that breaks the lookups themselves
         return False
     if not all(relied.get(k, _MISSING) is v for k, v in _PRISTINE_RELIED.items()):
+        return False
+    # nor a torch mode left on its stack by a cell: it would see, and could
+    # forge, what the runner does after the watch (the twenty-fourth red team
+    # swapped the results as they were encoded)
+    if torch._C._len_torch_function_stack() or torch._C._len_torch_dispatch_stack():
         return False
     # nor a method added to a tensor or storage class, where it shadows the C
     # one (Tensor.new_empty set from a cell, which deepcopy of the inputs then
@@ -1772,9 +1795,23 @@ def _left_running() -> str:
     """The threads, processes and hooks the cells left running ("a thread
     running and a process running"), or ""."""
     found = [_watching_hooks()] if _watching_hooks() else []
-    if _descendants(os.getpid()):
+    if _descendants(os.getpid()) or _others_in_the_sandbox():
         found.append("a process running")
     return " and ".join(found)
+
+
+def _others_in_the_sandbox() -> bool:
+    """Whether a process other than the runner (the sandbox's PID 1) and this
+    job runs in the sandbox: one a cell double-forked is the runner's child,
+    not this job's (the twenty-fourth red team). Only in a PID namespace of the
+    grader's own, where the runner is PID 1."""
+    if os.getppid() != 1:
+        return False
+    try:
+        pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    except OSError:
+        return False
+    return bool(pids - {1, os.getpid()})
 
 
 def _os_threads() -> int:

@@ -142,6 +142,20 @@ DENIED_ATTRIBUTES = frozenset(
         # classes walked to reach others (TMonitor.mro()[1] is threading's
         # Thread), and threads by name (the twenty-third red team)
         "mro",
+        # torch's modes, which see every operation (the twenty-fourth red team
+        # left one on the stack), and shells and workers in allowed libraries
+        "TorchDispatchMode",
+        "TorchFunctionMode",
+        "collect_env",
+        "f2py",
+        "distutils",
+        "animation",
+        "telegram",
+        "discord",
+        "slack",
+        "TelegramIO",
+        "DiscordIO",
+        "SlackIO",
         "TMonitor",
         "Thread",
         "Timer",
@@ -278,8 +292,6 @@ ALLOWED_DUNDERS = frozenset(
         "__repr__",
         "__str__",
         "__call__",
-        "__enter__",
-        "__exit__",
     }
 )
 
@@ -753,6 +765,15 @@ class _Reader:
                     or (allowed is not None and alias.name not in allowed)
                 ):
                     return f"from {module} import {alias.name}"
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:  # bound under a name the screen refuses
+                bound = alias.asname or ""
+                if (
+                    bound in DENIED_DEFINITIONS
+                    or bound in DENIED_NAMES
+                    or (bound.startswith("_") and bound not in ("_",))
+                ):
+                    return f"import … as {bound}"
         elif isinstance(node, ast.Attribute):
             if node.attr == "__class__" and not isinstance(node.ctx, ast.Load):
                 return ".__class__ assigned"
