@@ -129,6 +129,11 @@ REFUSED = {
     "entering by hand": "mode.__enter__()",
     "a shell in a library": "from torch.utils.collect_env import run",
     "tqdm's telegram": "from tqdm.contrib.telegram import TelegramIO",
+    "a module imported as self": "import collections as self\ncls = self._sys",
+    "a module bound to self": "self = torch\nf = self._C",
+    "self outside a method": "def f(self):\n    return self._C",
+    "self with a default": "class A:\n    def f(self=torch):\n        return self._C",
+    "self in a nested function": "class A:\n    def f(self):\n        def g(self):\n            return self._C\n        return g",
     "nested magics": "%%time\n%%time\n%%time\n%%time\n%%time\n%%time\nx = 1",
 }
 

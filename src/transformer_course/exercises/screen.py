@@ -637,6 +637,38 @@ class _Reader:
         self.restricted = known.aliases
         self.parents: dict[int, ast.AST] = {}
 
+    def _own_private(self, node: ast.Attribute) -> bool:
+        """``self._cache`` in a method whose first parameter is ``self`` (or
+        ``cls``), without a default: a private attribute of the learner's own
+        object. The name alone is not enough (``import collections as self``
+        then ``self._sys``: the twenty-fifth red team)."""
+        name = node.attr
+        if name.startswith("__") and name.endswith("__"):
+            return False
+        if not (
+            name.startswith("_")
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            return False
+        scope = self.parents.get(id(node))
+        while scope is not None and not isinstance(
+            scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+        ):
+            scope = self.parents.get(id(scope))
+        if not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        if not isinstance(self.parents.get(id(scope)), ast.ClassDef):
+            return False  # a method, directly in its class
+        arguments = scope.args
+        first = (arguments.posonlyargs + arguments.args)[:1]
+        defaults = len(arguments.defaults)
+        return (
+            bool(first)
+            and first[0].arg == node.value.id
+            and defaults < len(arguments.posonlyargs + arguments.args)
+        )
+
     def first(self, tree: ast.AST) -> tuple[int, str] | None:
         self.parents = {
             id(child): node
@@ -771,6 +803,7 @@ class _Reader:
                 if (
                     bound in DENIED_DEFINITIONS
                     or bound in DENIED_NAMES
+                    or bound in ("self", "cls")
                     or (bound.startswith("_") and bound not in ("_",))
                 ):
                     return f"import … as {bound}"
@@ -782,7 +815,7 @@ class _Reader:
                 and _root(node) in self.known.imported
             ):
                 return f"assigning {_root(node)}…{node.attr}: a library changed"
-            if _attribute_refused(node.attr) and not _own_private(node):
+            if _attribute_refused(node.attr) and not self._own_private(node):
                 return f".{node.attr}"
         elif isinstance(node, ast.Name):
             module = self.restricted.get(node.id)
@@ -802,6 +835,8 @@ class _Reader:
                 return f"the module {node.id}"
             if node.id in ("setattr", "delattr"):
                 return node.id
+            if node.id in ("self", "cls") and not isinstance(node.ctx, ast.Load):
+                return f"{node.id} bound to something else"
             if node.id in BY_NAME and id(node) not in callee_names:
                 return f"{node.id} with a name that is not written out"
             if node.id in DENIED_DEFINITIONS and isinstance(node.ctx, ast.Store):
@@ -830,18 +865,6 @@ class _Reader:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             return None
         return None
-
-
-def _own_private(node: ast.Attribute) -> bool:
-    """``self._cache``: a private attribute of the learner's own object."""
-    name = node.attr
-    if name.startswith("__") and name.endswith("__"):
-        return False
-    return (
-        name.startswith("_")
-        and isinstance(node.value, ast.Name)
-        and node.value.id in ("self", "cls")
-    )
 
 
 def _magic(node: ast.AST):
