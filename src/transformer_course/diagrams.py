@@ -268,7 +268,7 @@ def multihead_as_sum(n_heads: int = 3) -> Figure:
         ax,
         4.9,
         0.5,
-        "$W_{OV}^h$ (Turner's $V_h$) = the h-th block of $W_O$ × head h's $W_v^h$:"
+        "$W_{OV}^h$ (Turner's $V_h$) $= (W_v^h\\,W_O^h)^\\top$, $W_O^h$ the h-th block of $W_O$:"
         " rank ≤ d = D/H.\nHead h averages the tokens with its own $A_h$;"
         " $W_{OV}^h$ maps its D features to D features.",
     )

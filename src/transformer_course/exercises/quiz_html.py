@@ -55,7 +55,10 @@ ON_TRY = " (on try {tries}: the first try was not right)"
 TRY_AGAIN = "Try again, or open the explanation."
 # A wrong number near the answer, or off by a usual factor (a multiply-add
 # counted as one FLOP, a power of ten, MiB against MB).
-NEAR = "Close: within 10 % of the answer. Check the last step, or the rounding."
+NEAR = (
+    "Close: within 10 % of the answer. Check each term you added up (a bias, "
+    "say), or the rounding."
+)
 TIMES = (
     "Your number is {factor} times too large: check for a factor too many, "
     "or a division left out."
