@@ -1126,17 +1126,13 @@ def call_cases(
     watch = _Watch(forbidden)
     home = stub_code = None
     course: list[str] = []
-    try:
-        with _watching(watch, forbidden):
-            # reading the function runs the learner's code (a property, an
-            # ``In`` of its own): watched, like the call (the twenty-third red
-            # team started an unwatched thread there)
-            course = uses_course_package(function)
-            home = _learner_namespace(function)
-            stub_code = getattr(function, "__code__", None)
-    except Exception:  # the watch refused a call (recorded), or the reading failed
-        if not watch.hits:
-            watch.hits.append("escape")
+    with _watched_step(watch, forbidden):
+        # reading the function runs the learner's code (a property, an ``In``
+        # of its own): watched, like the call (the twenty-third red team
+        # started an unwatched thread there)
+        course = uses_course_package(function)
+        home = _learner_namespace(function)
+        stub_code = getattr(function, "__code__", None)
     if watch.hits:
         message = forbidden_message(watch.hits[0])
         return [_outcome(error="ForbiddenUse", message=message) for _ in cases]
@@ -1186,22 +1182,18 @@ def call_cases(
             # code (a method set on an input tensor, a dict key's __hash__, a
             # returned tuple's __iter__: the twenty-first red team computed the
             # forbidden function there, after the call): watched too.
-            try:
-                with _watching(watch, forbidden):
-                    mutated = [
-                        i
-                        for i, (a, b) in enumerate(zip(args, pristine, strict=True))
-                        if not _same_or_unreadable(a, b)
-                    ]
-                    value_type = str(getattr(type(value), "__name__", "?"))[:100]
-                    try:
-                        plain, unreadable = to_plain(value, limits), None
-                    except Exception as err:  # _TooLarge, or a value with no data
-                        plain, unreadable = None, err
-                        unreadable_said = _message(err)  # watched, as above
-            except Exception:  # the watch refused a call (recorded in its hits)
-                if not watch.hits:
-                    watch.hits.append("escape")
+            with _watched_step(watch, forbidden):
+                mutated = [
+                    i
+                    for i, (a, b) in enumerate(zip(args, pristine, strict=True))
+                    if not _same_or_unreadable(a, b)
+                ]
+                value_type = str(getattr(type(value), "__name__", "?"))[:100]
+                try:
+                    plain, unreadable = to_plain(value, limits), None
+                except Exception as err:  # _TooLarge, or a value with no data
+                    plain, unreadable = None, err
+                    unreadable_said = _message(err)  # watched, as above
         if watch.tables() != tables:  # the learner's code emptied the watch
             watch.hits.insert(0, "escape")
         if watch.course:  # reached at run time (``__import__`` of a computed name)
@@ -1239,14 +1231,10 @@ def call_cases(
             )
             continue
         outcomes.append(_outcome(value=plain, mutated=mutated, value_type=value_type))
-    try:
-        with _watching(watch, forbidden):
-            watch.hits.clear()
-            kept.clear()
-            pristine = args = value = error = None  # freed here, watched
-    except Exception:  # the watch refused a call while they were freed
-        if not watch.hits:
-            watch.hits.append("escape")
+    watch.hits.clear()
+    with _watched_step(watch, forbidden):
+        kept.clear()
+        pristine = args = value = error = None  # freed here, watched
     if watch.hits:
         message = forbidden_message(watch.hits[0])
         return [_outcome(error="ForbiddenUse", message=message) for _ in outcomes]
@@ -1264,6 +1252,20 @@ def _watching(watch: _Watch, forbidden: Sequence[str]):
     else:
         with watch.profiled():
             yield
+
+
+@contextlib.contextmanager
+def _watched_step(watch: _Watch, forbidden: Sequence[str]):
+    """Learner code the runner runs besides the call (reading the function,
+    comparing the inputs, reading the value, letting them go), under the watch:
+    an exception from it, the watch's refusal or the learner's object failing
+    to be read, is recorded as a hit ("escape" unless the watch named one)."""
+    try:
+        with _watching(watch, forbidden):
+            yield
+    except Exception:
+        if not watch.hits:
+            watch.hits.append("escape")
 
 
 def _raised_by_the_stub(err: NotImplementedError, code) -> bool:
