@@ -538,7 +538,13 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
         outcomes = _outcomes(output["outcomes"], [len(c) for c in job["cases"]])
     except ValueError as err:
         return _grade(exercise, "error", f"could not read the results: {err}")
-    report = report_from_outcomes(exercise, job["cases"], outcomes)
+    return _of_report(
+        exercise, report_from_outcomes(exercise, job["cases"], outcomes), note
+    )
+
+
+def _of_report(exercise: Exercise, report, note: str = "") -> ExerciseGrade:
+    """The grade a report of the course's checks gives, ``note`` after its hint."""
     return _grade(
         exercise,
         report.status,
@@ -595,14 +601,8 @@ def _grade_exercises(
         )
         if finding is not None:  # refused before it runs, as in the notebook
             cases = [check.cases() for check in exercise.checks]
-            report = screened_out(exercise, cases, finding)
-            final[exercise.key] = _grade(
-                exercise,
-                report.status,
-                report.first_hint,
-                report.passed_count,
-                report.score,
-                len(report.results),
+            final[exercise.key] = _of_report(
+                exercise, screened_out(exercise, cases, finding)
             )
             continue
         pending[exercise.key] = {
