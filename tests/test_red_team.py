@@ -486,8 +486,8 @@ def test_memory_no_rlimit_sees_is_capped_by_the_sandboxs_cgroup():
 
 FIFO_AND_ORPHAN = """
 import os, subprocess, sys, time
-os.unlink("progress.txt")
-os.mkfifo("progress.txt")  # the runner's open() of it would block forever
+for name in ("progress.txt", "result.bin"):  # where the runner once kept them
+    os.mkfifo(name)  # an open() of one would block forever
 subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(1)",
                   "MARKER"], start_new_session=True)
 time.sleep(10**6)
@@ -496,9 +496,11 @@ time.sleep(10**6)
 
 @needs_bwrap
 def test_a_fifo_for_the_progress_file_neither_stalls_nor_leaves_processes(tmp_path):
-    """983 s for one notebook before (the runner blocked, every round waited for
-    the watchdog), and the sandbox's processes outlived grading (setpriv cleared
-    bwrap's parent-death signal; the runner has a session of its own)."""
+    """983 s for one notebook before (the runner blocked on a FIFO put in place
+    of its progress file; every round waited for the watchdog), and the
+    sandbox's processes outlived grading (setpriv cleared bwrap's parent-death
+    signal; the runner has a session of its own). The runner keeps no file in
+    the working folder now; FIFOs under the old names must still cost nothing."""
     marker = uuid.uuid4().hex
     source = FIFO_AND_ORPHAN.replace("MARKER", marker)
     notebook = submission()
@@ -1614,3 +1616,141 @@ def test_names_of_locked_cells_in_a_learners_cell_keep_a_solution_graded(tmp_pat
     )
     for exercise in result.exercises:
         assert exercise.points == exercise.max_points, exercise
+
+
+# --- the twenty-fifth red team's deeper cause: the child's way back ----------------
+
+#: A cell's view of the pipes it holds, used by each attack below.
+PIPES = """
+import fcntl, os, stat
+
+def pipes(writable):
+    found = []
+    for entry in os.listdir("/proc/self/fd"):
+        fd = int(entry)
+        try:
+            mode = os.fstat(fd).st_mode
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        except OSError:
+            continue
+        if stat.S_ISFIFO(mode) and (flags != os.O_RDONLY) == writable:
+            found.append(fd)
+    return found
+
+def forged_result(value):  # as encode_result writes it
+    body = json.dumps({"dict": [["preamble_error", None], ["defined", True],
+                                ["errors", {"list": []}],
+                                ["outcomes", {"list": [{"list": [{"dict": [
+                                    ["value", value], ["error", None],
+                                    ["message", ""], ["mutated", {"list": []}],
+                                    ["kinds", {"list": []}], ["value_type", "str"]]}]}]}]]})
+    body = body.encode()
+    return len(body).to_bytes(8, "big") + body
+
+def forged_frame(value):  # as the child sends it
+    result = forged_result(value)
+    return len(result).to_bytes(8, "big") + result
+import json
+"""
+
+CHANNEL_ATTACKS = {
+    # a forged verdict written to every pipe the child can write, as a result
+    # file once was (the twenty-fifth red team)
+    "a forged result": PIPES
+    + """
+for fd in pipes(writable=True):
+    os.write(fd, forged_frame("forged"))
+""",
+    # the same, then the real pipes swapped for /dev/null, so that only the
+    # forgery reaches the runner
+    "a forged result, the real one sent nowhere": PIPES
+    + """
+null = os.open(os.devnull, os.O_WRONLY)
+for fd in pipes(writable=True):
+    copy = os.dup(fd)
+    os.write(copy, forged_frame("forged"))
+    os.dup2(null, fd)
+""",
+    # the runner's files as they once were, written then the child ended
+    "a forged result file": PIPES
+    + """
+open("result.bin", "wb").write(forged_result("forged"))
+with open("progress.txt", "a") as progress:
+    progress.write("call\\ndone\\n")
+os._exit(0)
+""",
+    # the stages a runner waits for, written ahead of the child
+    "progress written ahead": PIPES
+    + """
+for fd in pipes(writable=True):
+    os.write(fd, b"call\\ndone\\n")
+""",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", list(CHANNEL_ATTACKS))
+def test_a_cell_cannot_forge_what_the_child_sends_back(attack):
+    """Whatever a cell writes to the child's pipes, the runner takes no result
+    but the one the child's own code wrote after the calls: a forged frame
+    makes two, progress out of order is tampering, a swapped pipe is noticed."""
+    job = {
+        "cells": [
+            (0, CHANNEL_ATTACKS[attack]),
+            (1, "def probe(x):\n    return 'honest'\n"),
+        ],
+        "function": "probe",
+        "forbidden": [],
+        "cases": [[(torch.ones(1),)]],
+    }
+    (result,) = Sandbox().run([job], 20)
+    if result.status == "ok":
+        (outcome,) = result.output["outcomes"][0]
+        assert outcome["value"] != "forged", result
+    else:
+        assert result.status in ("error", "crashed", "timeout"), result
+
+
+PEEK_AT_THE_CASES = (
+    PIPES
+    + """
+import glob, select
+seen = []
+for fd in pipes(writable=False):
+    if select.select([fd], [], [], 0)[0]:
+        seen.append(os.read(fd, 1 << 20))
+here = os.getcwd()
+for top in {here, os.path.dirname(here), "/tmp", "/var/tmp", "/dev/shm"} - {"/"}:
+    for path in glob.glob(os.path.join(top, "**"), recursive=True):
+        try:
+            with open(path, "rb") as handle:
+                seen.append(handle.read(1 << 22))
+        except (OSError, ValueError):
+            pass
+import gc, struct, torch
+marker = struct.pack("<d", 12345.5)
+for thing in gc.get_objects():
+    if isinstance(thing, torch.Tensor) and thing.numel() and thing.is_floating_point():
+        seen.append(thing.detach().double().numpy().tobytes())
+def probe(x):
+    return [marker in s for s in seen].count(True)
+"""
+)
+
+
+@needs_bwrap
+def test_no_cell_can_reach_a_checks_cases(tmp_path):
+    """The checks' inputs (the fresh ones especially: a table of their answers,
+    computed in a cell, would pass) reach the child only after its cells ran:
+    not in a file, not in a pipe, not in the child's memory."""
+    marker = torch.tensor([12345.5, 1.0, 2.0], dtype=torch.float64)
+    job = {
+        "cells": [(0, PEEK_AT_THE_CASES)],
+        "function": "probe",
+        "forbidden": [],
+        "cases": [[(marker,)]],
+    }
+    (result,) = Sandbox().run([job], 60)
+    assert result.status == "ok", result
+    (outcome,) = result.output["outcomes"][0]
+    assert outcome["value"] == 0, outcome

@@ -366,7 +366,7 @@ def test_the_private_tmp_is_mounted_before_folders_that_may_live_in_it(tmp_path)
     # a checkout (and its .venv) under /tmp must stay visible in the sandbox
     from transformer_course.grading.sandbox import Sandbox
 
-    command = Sandbox()._command(tmp_path, tmp_path / "plan.json")
+    command = Sandbox()._command(tmp_path)
     tmpfs_tmp = next(
         i for i in range(len(command) - 1) if command[i : i + 2] == ["--tmpfs", "/tmp"]
     )

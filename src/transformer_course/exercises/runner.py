@@ -28,13 +28,14 @@ import dis
 import functools
 import importlib
 import inspect
+import io
 import json
 import math
 import os
 import re
+import select
 import shutil
 import signal
-import stat
 import sys
 import sysconfig
 import threading
@@ -58,7 +59,6 @@ __all__ = [
     "call_cases",
     "decode_result",
     "encode_result",
-    "last_line",
     "main",
     "to_plain",
     "uses_course_package",
@@ -1287,6 +1287,7 @@ def _raised_by_the_stub(err: NotImplementedError, code) -> bool:
 #: the watch off by patching torch's mode classes and its Library, and hid an
 #: in-place change by replacing copy.deepcopy.
 def _relied_on() -> dict[str, object]:
+    from torch import _weights_only_unpickler, serialization
     from torch.utils import _python_dispatch
 
     owners = {  # every callable attribute of these
@@ -1302,6 +1303,9 @@ def _relied_on() -> dict[str, object]:
         "UntypedStorage": torch.UntypedStorage,
         "TypedStorage": torch.storage.TypedStorage,
         "Parameter": torch.nn.Parameter,
+        # what reads the checks' cases in the child, after the cells
+        "torch.serialization": serialization,
+        "torch._weights_only_unpickler": _weights_only_unpickler,
     }
     found = {}
     for owner_name, owner in owners.items():
@@ -1516,10 +1520,10 @@ def _descendants(root: int) -> set[int]:
         if not entry.isdigit():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            line = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
+        fields = line[line.rindex(")") + 2 :].split()
         parents.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = set(), [root]
     while todo:
@@ -1575,24 +1579,10 @@ def _tasks() -> int:
     return total
 
 
-def last_line(path: Path) -> str:
-    """The last complete line of a progress file ("start" when there is none)."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 200))
-            lines = handle.read().decode(errors="replace").split("\n")
-    except OSError:
-        return "start"
-    complete = [line for line in lines[:-1] if line]
-    return complete[-1] if complete else "start"
-
-
 HIDDEN_WHILE_GRADING = "the course package is hidden while grading"
 # Python's own, taken before any learner's cell runs (a cell can rebind the
 # builtins: one that made exec skip the instructor's test passed it)
 _EXEC, _COMPILE = builtins.exec, builtins.compile
-RESULT_FILE = "result.bin"  # a job's result, in the format of encode_result
 
 
 def _hidden_names(namespace: dict) -> set[str]:
@@ -1858,7 +1848,70 @@ def _no_new_audit_hooks(event: str, args: tuple) -> None:
         raise RuntimeError("audit hooks are not available while grading")
 
 
-def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> int:
+# --- the runner's pipes ---------------------------------------------------------
+#
+# A job's child talks to the runner through three pipes made for it alone, never
+# through files: its working folder is the learner's, and a cell that can write
+# there could forge what a file says (the twenty-fifth red team wrote the result
+# file). Progress lines go up one pipe, the checks' cases come down another once
+# every cell has run (so no cell can read them, or compute their answers
+# unwatched), and the result goes up the third as one frame: a header holding its
+# length, then its bytes. The runner takes the result only as exactly one frame
+# after a progress that followed the stages in order; anything else a cell wrote
+# to a pipe is a job that tampered, and scores nothing.
+
+FRAME_HEADER = 8  # bytes: a frame's length, big-endian
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` as one frame: its length, then its bytes."""
+    return len(payload).to_bytes(FRAME_HEADER, "big") + payload
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    """``size`` bytes from ``fd`` (blocking); EOFError if it ends before."""
+    parts, left = [], size
+    while left:
+        part = os.read(fd, min(left, 1 << 20))
+        if not part:
+            raise EOFError(f"{size - left:,} of {size:,} bytes before the pipe ended")
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def read_frame(fd: int, limit: int | None = None) -> bytes:
+    """One frame's bytes from ``fd``; ValueError past ``limit`` bytes."""
+    size = int.from_bytes(_read_exactly(fd, FRAME_HEADER), "big")
+    if limit is not None and size > limit:
+        raise ValueError(f"a frame of {size:,} bytes (at most {limit:,})")
+    return _read_exactly(fd, size)
+
+
+def unframe(data: bytes) -> bytes:
+    """The payload of ``data`` if it is exactly one frame; ValueError if not."""
+    if len(data) < FRAME_HEADER:
+        raise ValueError("no result came back")
+    size = int.from_bytes(data[:FRAME_HEADER], "big")
+    if len(data) != FRAME_HEADER + size:
+        raise ValueError("the result pipe held more or less than one result")
+    return data[FRAME_HEADER:]
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def _child(
+    plan: dict, job: dict, work: Path, progress_fd: int, cases_fd: int, result_fd: int
+) -> int:
     """In the forked child: the preamble, the learner's cells, the calls."""
     # What the job needs, read before any learner code runs, into values no
     # cell can reach and change (the thirteenth red team rewrote the job's
@@ -1867,6 +1920,8 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
     preamble, cells = plan["preamble"], tuple(tuple(cell) for cell in job["cells"])
     test, function_name = job.get("test"), job.get("function")
     forbidden, limits = tuple(job.get("forbidden", ())), dict(plan.get("limits") or {})
+    shape = tuple(int(n) for n in job.get("shape", ()))
+    result_pipe = _identity(result_fd)  # the pipe the runner reads, as given
     for other in plan.get("jobs", ()):
         other.clear()
     job.clear()
@@ -1877,7 +1932,7 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
     # %%writefile); the runner runs isolated (-I), so the folder is added where
     # a kernel has it: after the standard library, before site-packages
     sys.path.insert(_after_the_standard_library(sys.path), os.getcwd())
-    progress = os.fdopen(progress_fd, "a", buffering=1, encoding="utf-8")
+    progress = os.fdopen(progress_fd, "w", buffering=1, encoding="utf-8")
     namespace, run = _shell()
     _OS_THREADS_AT_START[0] = _os_threads()  # this process's, before any cell
     progress.write("preamble\n")
@@ -1889,6 +1944,12 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
         if error is not None:
             errors.append([index, error[:300]])
     progress.write("call\n")
+    result = {
+        "preamble_error": preamble_error,
+        "defined": True,
+        "errors": errors,
+        "outcomes": [],
+    }
     if test is not None:  # an instructor's own test cell, run last
         # compiled as it stands: not through IPython, whose input transformers
         # the learner's cells can change (one that empties later cells passed it)
@@ -1903,107 +1964,119 @@ def _child(plan: dict, job: dict, cases: list, work: Path, progress_fd: int) -> 
                 test_error = None
             except BaseException as err:
                 test_error = f"{type(err).__name__}: {_message(err)}"
-        result = {
-            "preamble_error": preamble_error,
-            "defined": True,
-            "errors": errors,
-            "outcomes": [],
-            "test_error": "" if test_error is None else test_error[:300],
-        }
-        (work / RESULT_FILE).write_bytes(encode_result(result))
-        progress.write("done\n")
-        return 0
-    function = namespace.get(function_name)
-    result = {
-        "preamble_error": preamble_error,
-        "defined": callable(function),
-        "errors": errors,
-        "outcomes": [],
-    }
-    if callable(function):
-        # where something is forbidden, a thread or process a cell left running
-        # could compute it while the watched call waits (a library's worker
-        # pool: the twenty-second red team): no call is made
-        left = _left_running() if forbidden else ""
-        for check_cases in cases:
-            if left:
-                message = f"a cell left {left}, which the checks cannot watch"
-                refused = [_outcome(error="ForbiddenUse", message=message)]
-                result["outcomes"].append(refused * len(check_cases))
-                continue
-            result["outcomes"].append(
-                call_cases(function, check_cases, forbidden, limits or None)
-            )
-    (work / RESULT_FILE).write_bytes(encode_result(result))
+        result["test_error"] = "" if test_error is None else test_error[:300]
+    else:
+        function = namespace.get(function_name)
+        result["defined"] = callable(function)
+        if callable(function):
+            result["outcomes"] = _checks(function, cases_fd, shape, forbidden, limits)
+    payload = frame(encode_result(result))
+    if _identity(result_fd) != result_pipe:  # a cell put something else there
+        return 71
+    _write_all(result_fd, payload)
     progress.write("done\n")
     return 0
 
 
-def _read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of ``path`` if it is a plain file of at most ``limit`` bytes: the
-    learner's code may have put a FIFO, a link or a device in its place."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("the result file is not a plain file")
-        if info.st_size > limit:
-            raise ValueError(f"{info.st_size:,} bytes of results")
-        data = os.read(fd, limit + 1)
-        if len(data) > limit:
-            raise ValueError(f"more than {limit:,} bytes of results")
-        return data
-    finally:
-        os.close(fd)
+def _checks(function, cases_fd: int, shape: tuple, forbidden: tuple, limits: dict):
+    """Every check's outcomes: the cases read from the runner now, after the
+    cells, with torch's loader as the runner found it (see :func:`_intact`),
+    then the calls."""
+    refusal = ""
+    # where something is forbidden, a thread or process a cell left running
+    # could compute it while the watched call waits (a library's worker pool:
+    # the twenty-second red team): no call is made
+    left = _left_running() if forbidden else ""
+    if left:
+        refusal = f"a cell left {left}, which the checks cannot watch"
+    elif not _intact():  # the loader below, or the watch, patched from a cell
+        refusal = forbidden_message("escape")
+    cases: list = []
+    if not refusal:
+        try:
+            cases = torch.load(io.BytesIO(read_frame(cases_fd)), weights_only=True)
+        except Exception:
+            cases = []
+        if [len(check) for check in cases] != list(shape):
+            refusal = forbidden_message("escape")
+    if refusal:
+        refused = _outcome(error="ForbiddenUse", message=refusal)
+        return [[refused] * n for n in shape]
+    return [call_cases(function, check, forbidden, limits or None) for check in cases]
 
 
-def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) -> dict:
+def _set_nonblocking(*fds: int) -> None:
+    for fd in fds:
+        os.set_blocking(fd, False)
+
+
+def _drain(fd: int, into: bytearray, limit: int) -> bool:
+    """Read what ``fd`` holds now into ``into``, up to ``limit`` bytes in all;
+    False once more than ``limit`` came."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return True
+        if not chunk:
+            return True
+        into += chunk
+        if len(into) > limit:
+            return False
+
+
+def _run_job(plan: dict, number: int, job: dict, source: int, report_fd: int) -> dict:
     """Fork a child for one job, watch its deadlines, clean up after it."""
     work = Path(plan["work"]) / f"job{number}"
     work.mkdir(parents=True)
-    # The progress file, opened here once for the child to write and for us to
-    # read: the learner's code can write to the folder (swap the file for a FIFO
-    # whose open() would block us, or a link), never change what these refer to.
-    progress = work / "progress.txt"
-    flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    write_fd = os.open(progress, flags | os.O_WRONLY | os.O_APPEND, 0o600)
-    read_fd = os.open(progress, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    progress_read, progress_write = os.pipe()
+    cases_read, cases_write = os.pipe()
+    result_read, result_write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
         code = 70
         try:
-            os.close(report_fd)
-            os.close(read_fd)
+            for fd in (report_fd, source, progress_read, cases_write, result_read):
+                os.close(fd)
             os.setpgid(0, 0)
             signal.signal(signal.SIGINT, signal.default_int_handler)
             for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
                 with contextlib.suppress(AttributeError, ValueError, OSError):
                     signal.signal(getattr(signal, name), signal.SIG_DFL)
-            code = _child(plan, job, cases, work, write_fd)
+            code = _child(plan, job, work, progress_write, cases_read, result_write)
         finally:
             os._exit(code)
-    os.close(write_fd)
+    for fd in (progress_write, cases_read, result_write):
+        os.close(fd)
+    # the job's cases, read from the grader only now: the child, a copy of this
+    # process made before, never held them in its memory
+    to_send = frame(read_frame(source))
+    _set_nonblocking(progress_read, cases_write, result_read)
     # The stages a job goes through, in order. The child writes each one as it
-    # starts it; a line that does not move forward (the learner's code can write
-    # to the file too) does not restart the clock, and the whole job has a cap.
+    # starts it, and each resets the stage's clock; a line out of this order was
+    # written by a cell, and the job scores nothing. The whole job has a cap.
     stages = ["preamble", *(f"cell {i}" for i, _ in job["cells"]), "call", "done"]
-    position = {stage: index for index, stage in enumerate(stages)}
     reached, started = -1, time.monotonic()
-    job_started, offset, pending = started, 0, b""
+    job_started, pending, progress = started, b"", bytearray()
+    result, tampered = bytearray(), ""
     status, detail, code = None, "", None
+    limit = plan["max_result_bytes"] + FRAME_HEADER
 
     def advance() -> None:  # read every new line, in order
-        nonlocal reached, started, offset, pending
-        try:
-            chunk = os.pread(read_fd, 1 << 20, offset)
-        except OSError:
-            return
-        offset += len(chunk)
-        *lines, pending = (pending + chunk).split(b"\n")
+        nonlocal reached, started, pending, tampered
+        progress.clear()
+        _drain(progress_read, progress, 1 << 20)
+        *lines, pending = (pending + bytes(progress)).split(b"\n")
+        if len(pending) > 100:  # no stage's line is this long
+            lines, pending = [*lines, pending], b""
         for line in lines:
-            index = position.get(line.decode(errors="replace"), -1)
-            if index > reached:
-                reached, started = index, time.monotonic()
+            expected = stages[reached + 1] if reached + 1 < len(stages) else None
+            if line.decode(errors="replace") != expected:
+                tampered = tampered or "its progress lines were not the grader's"
+                continue
+            reached, started = reached + 1, time.monotonic()
 
     polls = 0
     while code is None:
@@ -2012,6 +2085,16 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
             code = os.waitstatus_to_exitcode(wait_status)
             break
         advance()
+        if not _drain(result_read, result, limit):
+            status, detail = "error", f"more than {limit:,} bytes of results"
+            break
+        if to_send and reached >= stages.index("call"):
+            try:
+                to_send = to_send[os.write(cases_write, to_send) :]
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:  # the child closed its end: it will not call
+                to_send = b""
         polls += 1
         # As PID 1 of the sandbox, /proc lists only the sandbox's tasks: a cap on
         # its processes and threads, beside RLIMIT_NPROC (which refuses more)
@@ -2031,9 +2114,11 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
                 f"{plan['job_limit']:g} s in all: make the slow cells faster"
             )
             break
-        time.sleep(0.005)
+        sending = [cases_write] if to_send else []
+        select.select([progress_read, result_read], sending, [], 0.005)
     _kill_all_below(os.getpid(), pid if code is None else None)
     advance()
+    complete = _drain(result_read, result, limit)
     stage = stages[reached] if reached >= 0 else "start"
     if status is None and (stage != "done" or code != 0):  # died on its own
         status = "crashed"
@@ -2042,46 +2127,47 @@ def _run_job(plan: dict, number: int, job: dict, cases: list, report_fd: int) ->
     outcomes = None
     if status is None:
         try:
-            data = _read_regular_file(work / RESULT_FILE, plan["max_result_bytes"])
-            outcomes = base64.b64encode(data).decode()
+            if tampered:
+                raise ValueError(tampered)
+            if not complete:
+                raise ValueError(f"more than {limit:,} bytes of results")
+            outcomes = base64.b64encode(unframe(bytes(result))).decode()
             status = "ok"
-        except (OSError, ValueError) as err:
+        except ValueError as err:
             status, detail = "error", f"could not read the results: {err}"
-    os.close(read_fd)
+    for fd in (progress_read, cases_write, result_read):
+        os.close(fd)
     shutil.rmtree(work, ignore_errors=True)
     return {"status": status, "stage": stage, "detail": detail, "outcomes": outcomes}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a plan: ``python runner.py -`` with the plan's JSON on stdin (inside
-    the grader's sandbox), or ``python runner.py PLAN.json``.
+    """Run a plan inside the grader's sandbox: ``python runner.py -``.
 
-    The plan holds the preamble, the jobs (cells, function, forbidden functions,
-    the file of its cases), the stage deadline, resource limits and the scratch
-    folder. One JSON line per job start and end goes to stdout, the grader's pipe.
+    On stdin, one frame (see :func:`frame`) of the plan's JSON: the preamble,
+    the jobs (cells, function, forbidden functions, the number of cases of each
+    check), the stage deadline, resource limits and the scratch folder; then one
+    frame per job of its cases (``torch.save`` of one list per check), read only
+    when that job's child has started. One JSON line per job start and end goes
+    to stdout, the grader's pipe.
     """
     argv = sys.argv[1:] if argv is None else argv
+    if argv != ["-"]:
+        raise SystemExit("usage: runner.py -  (the plan, then the cases, on stdin)")
     # read once, before any learner code runs: it holds the instructors' tests,
-    # hidden ones included. The grader sends it on stdin ("-"), which no later
-    # process can read again; a file is removed where it can be.
-    if argv[0] == "-":
-        plan = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-    else:
-        plan = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-        with contextlib.suppress(OSError):
-            Path(argv[0]).unlink()
+    # hidden ones included, on a pipe no later process can read again
+    source = os.dup(0)
+    plan = json.loads(read_frame(source).decode("utf-8"))
     _set_limits(plan.get("rlimits", {}))
     # PR_SET_PDEATHSIG, set here: setpriv's change of user cleared bwrap's. When
     # the grader stops the sandbox, we die, and with us (PID 1) all it holds.
     _prctl(1, signal.SIGKILL)
-    _prctl(4, 0)  # PR_SET_DUMPABLE: children may not open our pipe via /proc
+    _prctl(4, 0)  # PR_SET_DUMPABLE: children may not open our pipes via /proc
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: detached grandchildren come back to us
     sys.meta_path.insert(0, _HideCoursePackage())
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):  # PID 1 of the sandbox:
         with contextlib.suppress(AttributeError, ValueError, OSError):  # children
             signal.signal(getattr(signal, name), signal.SIG_IGN)  # may not stop it
-    # every case is read now, before any learner code runs
-    cases = [torch.load(job["cases"], weights_only=True) for job in plan["jobs"]]
     report_fd = os.dup(1)
     report = os.fdopen(report_fd, "w", buffering=1, encoding="utf-8")
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -2097,7 +2183,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for number, job in enumerate(plan["jobs"]):
         print(json.dumps({"job": number, "event": "start"}), file=report)
-        result = _run_job(plan, number, job, cases[number], report_fd)
+        result = _run_job(plan, number, job, source, report_fd)
         print(json.dumps({"job": number, "event": "end", **result}), file=report)
     report.flush()
     os._exit(0)  # skips the interpreter's slow shutdown (torch): nothing is left to do

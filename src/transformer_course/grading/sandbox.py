@@ -18,7 +18,7 @@ fresh process:
 
 Both ways: limits on address space (memory), file size and CPU time (set by the
 runner before any submitted code runs); a deadline
-per stage (each cell, then the calls), read from the runner's progress file;
+per stage (each cell, then the calls), read from the child's progress pipe;
 output thrown away; results read back in a strict format, every type and size
 checked before use (:func:`.exercises.runner.decode_result`, :func:`read_output`):
 no pickle crosses from graded code to the grader.
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import math
 import os
@@ -57,6 +58,7 @@ from ..exercises.runner import (
     _descendants,
     _prctl,
     decode_result,
+    frame,
 )
 
 __all__ = ["Sandbox", "SandboxResult", "SandboxUnavailable", "bwrap_problem"]
@@ -377,17 +379,17 @@ class Sandbox:
         }
 
     def _command(
-        self, scratch: Path, plan: Path | str, identity: tuple[int, int] | None = None
+        self, scratch: Path, identity: tuple[int, int] | None = None
     ) -> list[str]:
-        """The command that runs the runner on ``plan`` (a file, or "-": its
-        stdin, as the grader sends it); ``identity`` is the
-        (uid, gid) graded code runs as when the grader is root (None otherwise)."""
+        """The command that runs the runner, which reads its plan and cases on
+        stdin; ``identity`` is the (uid, gid) graded code runs as when the
+        grader is root (None otherwise)."""
         python = [os.path.abspath(sys.executable), "-I", "-B"]  # no "..": the
         # folders a relative path passes through may not exist in the sandbox
         if not self.sandboxed:
             runner = scratch / "runner.py"
             shutil.copyfile(RUNNER, runner)
-            return [*python, str(runner), str(plan)]
+            return [*python, str(runner), "-"]
         # --as-pid-1: the runner is the namespace's init, which its children
         # cannot kill or stop (the kernel drops those signals to PID 1)
         command = [
@@ -454,7 +456,7 @@ class Sandbox:
             command += ["--setenv", name, value]
         if identity is not None:
             python = [*_setpriv(*identity), *python]
-        return [*command, "--", *python, INSIDE_RUNNER, str(plan)]
+        return [*command, "--", *python, INSIDE_RUNNER, "-"]
 
     def run(
         self,
@@ -491,17 +493,18 @@ class Sandbox:
         preamble: str,
         identity: tuple[int, int] | None = None,
     ):
-        entries = []
-        for number, job in enumerate(jobs):
-            cases_path = scratch / f"cases{number}.pt"
-            torch.save(job["cases"], cases_path)
+        entries, cases = [], []
+        for job in jobs:
+            buffer = io.BytesIO()
+            torch.save(job["cases"], buffer)
+            cases.append(buffer.getvalue())
             entries.append(
                 {
                     "cells": job["cells"],
                     "function": job["function"],
                     "test": job.get("test"),
                     "forbidden": list(job.get("forbidden", ())),
-                    "cases": str(cases_path),
+                    "shape": [len(check) for check in job["cases"]],
                 }
             )
         plan = {
@@ -526,10 +529,14 @@ class Sandbox:
                 else _tasks_of_this_user() + EXTRA_TASKS,
             },
         }
-        # the plan goes to the runner on its stdin, not as a file: it holds the
+        # The plan goes to the runner on its stdin, not as a file: it holds the
         # instructors' tests, and scratch is read-only inside, so a plan.json
-        # there could not be removed (the fifteenth red team read it)
-        text = json.dumps(plan)
+        # there could not be removed (the fifteenth red team read it). Each
+        # job's cases follow it, read by the runner only once that job's child
+        # has started, so no child's cells ever find them (runner.frame).
+        stream = b"".join(
+            frame(part) for part in [json.dumps(plan).encode("utf-8"), *cases]
+        )
         uid, gid = identity if identity is not None else (os.getuid(), os.getgid())
         (scratch / "passwd").write_text(
             f"learner:x:{uid}:{gid}:learner:{self._work(scratch)}:/bin/sh\n"
@@ -540,7 +547,7 @@ class Sandbox:
                 os.chown(item, uid, gid)
             # bwrap, as root without its capabilities, enters it before setpriv
             scratch.chmod(0o711)
-        return text
+        return stream
 
     def _run(
         self,
@@ -551,7 +558,7 @@ class Sandbox:
         identity: tuple[int, int] | None = None,
         until: float | None = None,
     ):
-        plan = self._plan(scratch, jobs, timeout, preamble, identity)  # JSON text
+        stream = self._plan(scratch, jobs, timeout, preamble, identity)
         until = math.inf if until is None else until
         before = _descendants(os.getpid()) if self.reaper else set()
         cgroups = (  # the sandbox's alone: never around the grader's own user
@@ -564,7 +571,7 @@ class Sandbox:
         errors = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             process = subprocess.Popen(
-                self._command(scratch, "-", identity),  # the plan on stdin
+                self._command(scratch, identity),  # the plan on stdin
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errors,
@@ -581,7 +588,7 @@ class Sandbox:
 
         def send_plan() -> None:  # in a thread: a runner that never reads it
             with contextlib.suppress(OSError):  # cannot block the grader
-                process.stdin.write(plan.encode("utf-8"))
+                process.stdin.write(stream)
             with contextlib.suppress(OSError):
                 process.stdin.close()
 
