@@ -21,8 +21,9 @@ SOURCES = sorted(
     + ["book/intro.md", "book/references.md"]
 )
 #: Exercise notebooks are read in JupyterLab, which follows no link to an
-#: anchor (#turner2023 is on the book's References page): they name their
-#: sources in words.
+#: anchor of the book (#turner2023 is on the book's References page): they link
+#: a work itself (its URL in references.bib), the References page for the notes
+#: that are not public, and an equation's chapter section.
 EXERCISES = sorted(
     path.relative_to(ROOT).as_posix()
     for path in (ROOT / "exercises" / "source").glob("*.ipynb")
@@ -95,12 +96,51 @@ def test_every_citation_is_a_link_to_a_key_of_the_bibliography(path):
     )
 
 
+def _sections_of_tags() -> dict[str, str]:
+    """Each tagged equation's chapter section, as a link from exercises/ reads
+    it: ``4.1`` -> ``../book/04_block.ipynb#41-the-mlp-...``."""
+    from mdit_py_plugins.anchors.index import slugify
+
+    found = {}
+    for path in SOURCES:
+        if not path.endswith(".ipynb"):
+            continue
+        heading = None
+        for text in markdown(path):
+            for line in text.splitlines():
+                if match := re.match(r"#{1,3} (.*)", line):
+                    heading = slugify(match.group(1))
+                for tag in re.findall(r"\\tag\{([^}]*)\}", line):
+                    found[tag] = f"../{path}#{heading}"
+    return found
+
+
+URLS = set(re.findall(r"url = \{([^}]+)\}", (ROOT / "references.bib").read_text()))
+
+
 @pytest.mark.parametrize("path", EXERCISES)
-def test_exercise_notebooks_hold_no_link_that_jupyterlab_cannot_follow(path):
-    anchors = [
-        link for text in markdown(path) for link in re.findall(r"\]\((#[^)]*)\)", text)
-    ]
+def test_exercise_notebooks_link_what_they_cite_in_a_way_jupyterlab_follows(path):
+    sections = _sections_of_tags()
+    anchors, unlinked, wrong = [], [], []
+    for text in markdown(path):
+        anchors += re.findall(r"\]\((#[^)]*)\)", text)
+        prose = NOT_PROSE.sub(" ", text)
+        unlinked += [m.group(0) for m in CITED_AS.finditer(prose)]
+        unlinked += re.findall(r"\beqs?\. \(?(?:\d\.\d|T\d)", prose)
+        for words, target in re.findall(r"\[([^\]\n]*)\]\(([^)\s]+)\)", text):
+            if equation := re.fullmatch(r"[Ee]q\. \(([^)]+)\)", words):
+                if sections.get(equation.group(1)) != target:
+                    wrong.append((words, target))
+            elif CITED_AS.search(words):
+                public = target in URLS
+                notes = target == "../book/references.md" and "notes" in words
+                if not (public or notes):
+                    wrong.append((words, target))
     assert not anchors, f"{path}: links to anchors of the book: {anchors}"
+    assert not unlinked, (
+        f"{path}: citations or equations that are not links: {unlinked}"
+    )
+    assert not wrong, f"{path}: links to the wrong place: {wrong}"
 
 
 def test_every_work_in_the_bibliography_is_cited():
