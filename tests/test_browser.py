@@ -445,6 +445,9 @@ LAYOUT = """() => {
       found.wide_images.push(image.getAttribute("src"));
     }
   }
+  found.search_controls = [...document.querySelectorAll(".search-button-field, .search-button")]
+    .filter(e => e.getClientRects().length && getComputedStyle(e).visibility !== "hidden")
+    .length;
   found.page_overflow_px = document.documentElement.scrollWidth - document.documentElement.clientWidth;
   found.column_px = Math.round(column.width);
   return found;
@@ -553,3 +556,14 @@ def test_from_1024_px_up_the_books_code_fits_its_column(layouts):
     }
     wide = {where: lines for where, lines in wide.items() if lines}
     assert not wide, wide
+
+
+def test_each_page_shows_one_search_box(layouts):
+    """The theme put a search box in the header and another atop the sidebar
+    (two on every page, from a laptop's width up): the header's alone stays."""
+    counts = {
+        where: found["search_controls"]
+        for where, found in layouts.items()
+        if found["search_controls"] != 1
+    }
+    assert not counts, counts
