@@ -1624,7 +1624,7 @@ def test_names_of_locked_cells_in_a_learners_cell_keep_a_solution_graded(tmp_pat
 PIPES = """
 import fcntl, os, stat
 
-def pipes(writable):
+def pipes(writable):  # the pipes and sockets the child holds (its channels)
     found = []
     for entry in os.listdir("/proc/self/fd"):
         fd = int(entry)
@@ -1633,8 +1633,11 @@ def pipes(writable):
             flags = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
         except OSError:
             continue
-        if stat.S_ISFIFO(mode) and (flags != os.O_RDONLY) == writable:
+        if stat.S_ISSOCK(mode) or (
+            stat.S_ISFIFO(mode) and (flags != os.O_RDONLY) == writable
+        ):
             found.append(fd)
+    assert found, "no channel found"  # else the attacks below attack nothing
     return found
 
 def forged_result(value):  # as encode_result writes it
@@ -1679,6 +1682,17 @@ with open("progress.txt", "a") as progress:
     progress.write("call\\ndone\\n")
 os._exit(0)
 """,
+    # the channels opened again by their paths, as a library's file helper
+    # that opens a path would (the twenty-sixth red team wrote a pipe so)
+    "a forged result, through /proc/self/fd": PIPES
+    + """
+for fd in pipes(writable=True):
+    try:
+        with open(f"/proc/self/fd/{fd}", "wb") as handle:
+            handle.write(forged_frame("forged"))
+    except OSError as error:
+        assert error.errno == 6, error  # ENXIO: a socket cannot be opened so
+""",
     # the stages a runner waits for, written ahead of the child
     "progress written ahead": PIPES
     + """
@@ -1719,6 +1733,12 @@ seen = []
 for fd in pipes(writable=False):
     if select.select([fd], [], [], 0)[0]:
         seen.append(os.read(fd, 1 << 20))
+    try:  # or opened again by its path, as any file helper could
+        with open(f"/proc/self/fd/{fd}", "rb") as handle:
+            os.set_blocking(handle.fileno(), False)
+            seen.append(handle.read(1 << 20) or b"")
+    except OSError:
+        pass
 here = os.getcwd()
 for top in {here, os.path.dirname(here), "/tmp", "/var/tmp", "/dev/shm"} - {"/"}:
     for path in glob.glob(os.path.join(top, "**"), recursive=True):
@@ -1754,3 +1774,156 @@ def test_no_cell_can_reach_a_checks_cases(tmp_path):
     assert result.status == "ok", result
     (outcome,) = result.output["outcomes"][0]
     assert outcome["value"] == 0, outcome
+
+
+# --- the twenty-sixth red team ------------------------------------------------------
+
+#: A deserializer registered with torch: it would see the checks' cases as the
+#: child loads them, after the cells and before the calls, with no watch on.
+REGISTERED_DESERIALIZER = """
+import torch
+
+answers = []
+
+
+def tagger(obj):
+    return None
+
+
+def restore(storage, location):
+    n = storage.nbytes() // 4
+    if n:
+        flat = torch.empty(0).set_(storage, 0, (n,), (1,)).clone()
+        for d in range(1, n + 1):
+            if n % d == 0:
+                rows = torch.softmax(flat.view(-1, d), dim=-1).reshape(-1)
+                answers.append((flat, d, rows))
+    return None
+
+
+torch.serialization.register_package(1, tagger, restore)
+
+
+def stable_softmax(x):
+    flat, d = x.reshape(-1), x.shape[-1]
+    for seen, width, rows in answers:
+        if width == d and seen.shape == flat.shape and torch.equal(seen, flat):
+            return rows.reshape(x.shape).clone()
+    raise ValueError("not seen")
+"""
+
+#: A method set on torch.Tensor, through an alias, during the last call: the
+#: results' encoding would run it, after the watch, and send other bytes.
+PATCHED_AFTER_THE_LAST_CALL = """
+import torch
+
+T = torch.Tensor
+real_numpy = T.numpy
+inputs, sent = [], []
+
+
+def forged_numpy(self):
+    answer = torch.softmax(inputs[len(sent)], dim=-1)
+    sent.append(1)
+    return real_numpy(answer.contiguous().reshape(-1).view(torch.uint8))
+
+
+def stable_softmax(x):
+    inputs.append(x.clone())
+    if len(inputs) == CALLS:
+        T.numpy = forged_numpy
+    return torch.zeros_like(x)
+"""
+
+#: A module written by a cell (as a library's file helper could), then
+#: imported: its code was never in a cell the screen read.
+MODULE_WRITTEN_THEN_IMPORTED = """
+with open("helper.py", "w") as handle:
+    handle.write("import os\\nimport torch\\n\\n\\ndef stable_softmax(x):\\n"
+                 "    return torch.softmax(x, dim=-1)\\n")
+from helper import stable_softmax
+"""
+
+
+def _stable_softmax_calls() -> int:
+    from transformer_course.exercises import chapter
+
+    exercise = chapter(2).exercises["stable_softmax"]
+    return sum(len(check.cases()) for check in exercise.checks)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("attack", ["deserializer", "patched after", "module"])
+@pytest.mark.parametrize("screened", [True, False], ids=["screen", "runtime"])
+def test_the_twenty_sixth_red_teams_attacks_earn_nothing(tmp_path, attack, screened):
+    """Each gave full points for stable_softmax while torch.softmax computed
+    the answer. Each is refused twice: by the screen (register_package, an
+    attribute assigned through an alias, a file opened by name) and, with the
+    screen off, where it ran: torch.load of the cases consults no registry and
+    a registered deserializer refuses the calls, the runner looks again for a
+    patched class after the last call, and a module from the working folder is
+    screened as it is imported."""
+    source = {
+        "deserializer": REGISTERED_DESERIALIZER,
+        "patched after": PATCHED_AFTER_THE_LAST_CALL.replace(
+            "CALLS", str(_stable_softmax_calls())
+        ),
+        "module": MODULE_WRITTEN_THEN_IMPORTED,
+    }[attack]
+    notebook = submission({"stable_softmax": source}, chapter=2)
+    result = grade_notebook(
+        write(tmp_path, notebook, "02_attention.ipynb"),
+        only=["stable_softmax"],
+        screen=screened,
+    )
+    (grade,) = result.exercises
+    assert grade.points == 0, grade
+    if attack == "module" and not screened:
+        assert "the module helper holds import os" in grade.hint, grade.hint
+
+
+@needs_bwrap
+def test_a_module_written_with_writefile_is_imported_in_a_screened_exercise(tmp_path):
+    """The import-time screen lets through what the cell screen let through: a
+    helper module of the learner's own, in an exercise that forbids softmax."""
+    helper = (
+        "%%writefile softmax_helpers.py\nimport torch\n\n\n"
+        "def shifted(x):\n    return x - x.max(dim=-1, keepdim=True).values\n"
+    )
+
+    def edit(notebook):
+        for index, cell in enumerate(notebook.cells):
+            if cell.metadata.get("nbgrader", {}).get("grade_id") == "stable_softmax":
+                notebook.cells.insert(index, nbformat.v4.new_code_cell(helper))
+                break
+
+    source = (
+        "from softmax_helpers import shifted\n\n\ndef stable_softmax(x):\n"
+        "    e = shifted(x).exp()\n    return e / e.sum(dim=-1, keepdim=True)\n"
+    )
+    notebook = submission({"stable_softmax": source}, edit=edit, chapter=2)
+    result = grade_notebook(
+        write(tmp_path, notebook, "02_attention.ipynb"), only=["stable_softmax"]
+    )
+    (grade,) = result.exercises
+    assert grade.points == grade.max_points, grade
+
+
+def test_the_childs_channels_cannot_be_opened_again_by_their_path():
+    """A pipe in /proc/self/fd opens again like a file, for anything that opens
+    files by name (a library's helper: the twenty-sixth red team); a socket
+    does not, so the runner's channels are sockets."""
+    import errno
+
+    from transformer_course.exercises.runner import _channel
+
+    ends = _channel()
+    try:
+        for fd in ends:
+            for mode in ("rb", "wb"):
+                with pytest.raises(OSError, match="No such device") as raised:
+                    open(f"/proc/self/fd/{fd}", mode)  # noqa: SIM115
+                assert raised.value.errno == errno.ENXIO
+    finally:
+        for fd in ends:
+            os.close(fd)

@@ -27,6 +27,9 @@ import copy
 import dis
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import inspect
 import io
 import json
@@ -36,8 +39,10 @@ import re
 import select
 import shutil
 import signal
+import socket
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 import types
@@ -888,6 +893,14 @@ class WireError(ValueError):
     """A result that does not follow the format, or is past its limits."""
 
 
+#: What :func:`encode_result` calls, taken when the runner is imported: the C
+#: methods of tensors (their class cannot be changed from Python) and json's
+#: encoder, so that no attribute a cell set on ``torch.Tensor`` or ``json``
+#: runs as the results leave.
+_BASE = torch._C.TensorBase
+_DUMPS = json.dumps
+
+
 def encode_result(result: Any) -> bytes:
     """``result`` (plain data, see :func:`to_plain`) in the format above."""
     data = bytearray()
@@ -896,16 +909,15 @@ def encode_result(result: Any) -> bytes:
         if v is None or type(v) in (bool, int, float, str):
             return v
         if type(v) is torch.Tensor:
-            t = v.detach().cpu().contiguous()
-            name = str(t.dtype).removeprefix("torch.")
+            t = _BASE.contiguous(_BASE.cpu(_BASE.detach(v)))
+            name = str(_BASE.dtype.__get__(t)).removeprefix("torch.")
             if name not in WIRE_DTYPES:
                 return f"<tensor of {name}>"
-            raw = (
-                t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-            )
+            flat = _BASE.view(_BASE.reshape(t, (-1,)), torch.uint8)
+            raw = _BASE.numpy(flat).tobytes() if _BASE.numel(t) else b""
             offset = len(data)
             data.extend(raw)
-            return {"tensor": [name, list(t.shape), offset, len(raw)]}
+            return {"tensor": [name, list(_BASE.shape.__get__(t)), offset, len(raw)]}
         if type(v) is list:
             return {"list": [encode(x) for x in v]}
         if type(v) is tuple:
@@ -914,7 +926,7 @@ def encode_result(result: Any) -> bytes:
             return {"dict": [[encode(k), encode(x)] for k, x in v.items()]}
         return f"<{type(v).__name__}>"
 
-    text = json.dumps(encode(result), separators=(",", ":")).encode()
+    text = _DUMPS(encode(result), separators=(",", ":")).encode()
     return len(text).to_bytes(8, "big") + text + bytes(data)
 
 
@@ -1377,6 +1389,12 @@ def _intact() -> bool:
         return False
     if not all(relied.get(k, _MISSING) is v for k, v in _PRISTINE_RELIED.items()):
         return False
+    # nor a deserializer a cell registered with torch: it sees what torch.load
+    # reads (the twenty-sixth red team computed the answers from the cases there)
+    from torch import serialization
+
+    if tuple(serialization._package_registry) != _PRISTINE_REGISTRY:
+        return False
     # nor a torch mode left on its stack by a cell: it would see, and could
     # forge, what the runner does after the watch (the twenty-fourth red team
     # swapped the results as they were encoded)
@@ -1442,6 +1460,87 @@ class _HideCoursePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         pass
+
+
+def _load_screen():
+    """The course's static screen (:mod:`.screen`): the package's own where the
+    runner is imported from it (a notebook), else ``screen.py`` beside this file
+    (the grader's sandbox, where the package is hidden)."""
+    if __package__:
+        from .screen import screen
+
+        return screen
+    path = Path(__file__).with_name("screen.py")
+    spec = importlib.util.spec_from_file_location("_course_screen", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # for its dataclasses
+    spec.loader.exec_module(module)
+    return module.screen
+
+
+class _ScreenedSource(importlib.abc.SourceLoader):
+    """Loads a module from the source that was screened, not from its file
+    again (which a cell could have changed in between)."""
+
+    def __init__(self, path: str, source: bytes):
+        self.path, self.source = path, source
+
+    def get_filename(self, fullname):
+        return self.path
+
+    def get_data(self, path):
+        return self.source
+
+
+class _ScreenedImports(importlib.abc.MetaPathFinder):
+    """In a job that forbids a function: a module imported from a folder the
+    job can write is screened as it is imported, with the screen that read the
+    cells. A module written with %%writefile was screened as a cell; but files
+    can be written again by means the screen allows (a library's helper that
+    opens a file: the twenty-sixth red team rewrote such a module, imported it,
+    and ran code no cell could hold). Compiled modules from there are refused."""
+
+    def __init__(self, folders: Sequence[str]):
+        self.folders = tuple(os.path.realpath(f) for f in folders)
+
+    def _writable(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(real == f or real.startswith(f + os.sep) for f in self.folders)
+
+    def find_spec(self, name, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None:
+            return None
+        places = [spec.origin or "", *(spec.submodule_search_locations or [])]
+        if not any(place and self._writable(place) for place in places):
+            return None
+        origin = spec.origin or ""
+        if not origin.endswith(".py"):
+            raise ImportError(
+                f"the module {name} is not Python source ({origin or 'a folder'}): "
+                "an exercise that forbids a function imports only screened source"
+            )
+        with open(origin, "rb") as handle:
+            source = handle.read(2**22)
+        try:  # as Python reads it: a coding line (utf-7) could hide code
+            text = importlib.util.decode_source(source)
+        except (SyntaxError, UnicodeDecodeError, LookupError) as err:
+            raise ImportError(f"the module {name} cannot be read: {err}") from None
+        finding = _SCREEN([(0, text)])
+        if finding is not None:
+            raise ImportError(
+                f"the module {name} holds {finding.what} (line {finding.line}), "
+                "which an exercise that forbids a function refuses"
+            )
+        return importlib.util.spec_from_file_location(
+            name,
+            origin,
+            loader=_ScreenedSource(origin, source),
+            submodule_search_locations=spec.submodule_search_locations,
+        )
+
+
+_SCREEN = _load_screen()
 
 
 def _shell():
@@ -1850,17 +1949,25 @@ def _no_new_audit_hooks(event: str, args: tuple) -> None:
 
 # --- the runner's pipes ---------------------------------------------------------
 #
-# A job's child talks to the runner through three pipes made for it alone, never
-# through files: its working folder is the learner's, and a cell that can write
-# there could forge what a file says (the twenty-fifth red team wrote the result
-# file). Progress lines go up one pipe, the checks' cases come down another once
+# A job's child talks to the runner through three channels made for it alone
+# (connected sockets, see _channel), never through files: its working folder is
+# the learner's, and a cell that can write there could forge what a file says
+# (the twenty-fifth red team wrote the result file). Progress lines go up one
+# channel, the checks' cases come down another once
 # every cell has run (so no cell can read them, or compute their answers
 # unwatched), and the result goes up the third as one frame: a header holding its
 # length, then its bytes. The runner takes the result only as exactly one frame
 # after a progress that followed the stages in order; anything else a cell wrote
-# to a pipe is a job that tampered, and scores nothing.
+# to a channel is a job that tampered, and scores nothing. None of this stops code
+# that got past the screen (screen.py) and runs as the child does: it could speak
+# the protocol itself. The screen, and the screen of modules at import
+# (_ScreenedImports), are that barrier.
 
 FRAME_HEADER = 8  # bytes: a frame's length, big-endian
+
+
+def _as_stored(storage, location):  # torch.load's map_location: as saved
+    return storage
 
 
 def frame(payload: bytes) -> bytes:
@@ -1898,6 +2005,15 @@ def unframe(data: bytes) -> bytes:
     return data[FRAME_HEADER:]
 
 
+def _channel() -> tuple[int, int]:
+    """Two connected sockets' descriptors, one for each side of a job. Sockets
+    rather than pipes: a pipe can be opened again by its path in /proc/self/fd,
+    by anything that opens a file (a library's helper that writes one: the
+    twenty-sixth red team), a socket cannot."""
+    one, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return one.detach(), other.detach()
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -1928,6 +2044,9 @@ def _child(
     plan.clear()
     sys.addaudithook(_no_new_audit_hooks)
     os.chdir(work)
+    if forbidden:  # what the job may write, screened as it is imported
+        folders = [str(work.parent), tempfile.gettempdir(), "/dev/shm"]
+        sys.meta_path.insert(0, _ScreenedImports(folders))
     # a kernel imports from its working folder (a module a cell wrote with
     # %%writefile); the runner runs isolated (-I), so the folder is added where
     # a kernel has it: after the standard library, before site-packages
@@ -1994,7 +2113,13 @@ def _checks(function, cases_fd: int, shape: tuple, forbidden: tuple, limits: dic
     cases: list = []
     if not refusal:
         try:
-            cases = torch.load(io.BytesIO(read_frame(cases_fd)), weights_only=True)
+            cases = torch.load(
+                io.BytesIO(read_frame(cases_fd)),
+                weights_only=True,
+                # a callable: torch's registry of deserializers, which a cell
+                # can add to (the twenty-sixth red team), is never consulted
+                map_location=_as_stored,
+            )
         except Exception:
             cases = []
         if [len(check) for check in cases] != list(shape):
@@ -2002,7 +2127,16 @@ def _checks(function, cases_fd: int, shape: tuple, forbidden: tuple, limits: dic
     if refusal:
         refused = _outcome(error="ForbiddenUse", message=refusal)
         return [[refused] * n for n in shape]
-    return [call_cases(function, check, forbidden, limits or None) for check in cases]
+    outcomes = [
+        call_cases(function, check, forbidden, limits or None) for check in cases
+    ]
+    if not _intact():
+        # patched during the last call, where no later call_cases looks: the
+        # encoding below would run it (a Tensor.numpy set through an alias
+        # swapped the results' bytes: the twenty-sixth red team)
+        refused = _outcome(error="ForbiddenUse", message=forbidden_message("escape"))
+        return [[refused] * n for n in shape]
+    return outcomes
 
 
 def _set_nonblocking(*fds: int) -> None:
@@ -2029,11 +2163,12 @@ def _drain(fd: int, into: bytearray, limit: int) -> bool:
 
 def _run_job(plan: dict, number: int, job: dict, source: int, report_fd: int) -> dict:
     """Fork a child for one job, watch its deadlines, clean up after it."""
-    work = Path(plan["work"]) / f"job{number}"
-    work.mkdir(parents=True)
-    progress_read, progress_write = os.pipe()
-    cases_read, cases_write = os.pipe()
-    result_read, result_write = os.pipe()
+    # a folder of its own that no earlier cell can have made (the twenty-sixth
+    # red team made the next job's, and the runner died on its mkdir)
+    work = Path(tempfile.mkdtemp(prefix=f"job{number}-", dir=plan["work"]))
+    progress_read, progress_write = _channel()
+    cases_write, cases_read = _channel()
+    result_read, result_write = _channel()
     pid = os.fork()
     if pid == 0:  # the child
         code = 70
@@ -2195,6 +2330,7 @@ _PROFILED_CODE = _Watch.profiled.__wrapped__.__code__
 _PRISTINE = _snapshot()
 _PRISTINE_FORBIDDEN = _forbidden_now()
 _PRISTINE_RELIED = _relied_on()
+_PRISTINE_REGISTRY = tuple(torch.serialization._package_registry)
 
 if __name__ == "__main__":
     sys.exit(main())

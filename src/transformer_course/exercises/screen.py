@@ -124,6 +124,16 @@ DENIED_ATTRIBUTES = frozenset(
         "open_memmap",
         "savemat",
         "mmwrite",
+        # ... and libraries' helpers that open files by name, or unpickle (the
+        # twenty-sixth red team rewrote a module with matplotlib's open_file_cm)
+        "open_file_cm",
+        "to_filehandle",
+        "DataSource",
+        "dump",
+        "read_array",
+        "write_array",
+        "get_data_home",
+        "register_package",
         # torch's doors to code that runs outside the watched calls
         "ops",
         "library",
@@ -324,7 +334,9 @@ DENIED_DEFINITIONS = frozenset(
 
 #: Keyword arguments that start workers or evaluate text (DataLoader's
 #: num_workers, scikit-learn's n_jobs, inspect.signature's eval_str).
-DENIED_KEYWORDS = frozenset({"num_workers", "workers", "n_jobs", "eval_str"})
+DENIED_KEYWORDS = frozenset(
+    {"num_workers", "workers", "n_jobs", "eval_str", "allow_pickle"}
+)
 
 #: Built-in names refused wherever they appear.
 DENIED_NAMES = frozenset(
@@ -576,14 +588,84 @@ MODULE_NAMES = frozenset(
 
 
 def _imported_names(sources: Iterable[str]) -> frozenset[str]:
+    """The names bound by an import, and the names bound to them again
+    (``T = torch.Tensor``, ``j = json``, ``for T in [torch.Tensor]``, a default
+    ``def f(T=torch.Tensor)``): a library's objects under another name, whose
+    attributes may not be assigned either (the twenty-sixth red team set
+    ``T.numpy``)."""
     names = set(MODULE_NAMES)
-    for source in sources:
-        tree = _parse(_python(source))
-        for node in ast.walk(tree) if tree is not None else ():
+    trees = [tree for source in sources if (tree := _parse(_python(source)))]
+    for tree in trees:
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for alias in node.names:
                     names.add((alias.asname or alias.name).split(".")[0])
-    return frozenset(names)
+    while True:  # until no new name: aliases of aliases
+        found = {
+            target
+            for tree in trees
+            for value, target in _bindings(tree)
+            if target not in names and _refers_to(value, names)
+        }
+        if not found:
+            return frozenset(names)
+        names |= found
+
+
+def _bindings(tree: ast.AST):
+    """(value, name) for each name a statement binds from a value."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and node.value is not None:
+                        yield node.value, name.id
+        elif isinstance(node, ast.NamedExpr):
+            yield node.value, node.target.id
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            for name in ast.walk(node.target):
+                if isinstance(name, ast.Name):
+                    yield node.iter, name.id
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            for name in ast.walk(node.optional_vars):
+                if isinstance(name, ast.Name):
+                    yield node.context_expr, name.id
+        elif isinstance(node, ast.arguments):
+            positional = node.posonlyargs + node.args
+            pairs = list(zip(positional[::-1], node.defaults[::-1], strict=False))
+            pairs += [
+                (a, d)
+                for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True)
+                if d is not None
+            ]
+            for argument, default in pairs:
+                yield default, argument.arg
+
+
+def _refers_to(value: ast.AST, names: set[str]) -> bool:
+    """Whether ``value`` is one of ``names``' objects itself, not something
+    computed from it: a chain of attributes and subscripts from one of them, a
+    display (list, tuple, set, dict) holding one, or ``type(...)``."""
+    if isinstance(value, ast.Attribute | ast.Subscript):
+        return _refers_to(value.value, names)
+    if isinstance(value, ast.Name):
+        return value.id in names
+    if isinstance(value, ast.Starred):
+        return _refers_to(value.value, names)
+    if isinstance(value, ast.List | ast.Tuple | ast.Set):
+        return any(_refers_to(v, names) for v in value.elts)
+    if isinstance(value, ast.Dict):
+        return any(_refers_to(v, names) for v in value.values if v is not None)
+    if isinstance(value, ast.IfExp):
+        return _refers_to(value.body, names) or _refers_to(value.orelse, names)
+    if isinstance(value, ast.BoolOp):
+        return any(_refers_to(v, names) for v in value.values)
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == "type"
+    )
 
 
 def _root(node: ast.AST) -> str:
@@ -810,9 +892,8 @@ class _Reader:
         elif isinstance(node, ast.Attribute):
             if node.attr == "__class__" and not isinstance(node.ctx, ast.Load):
                 return ".__class__ assigned"
-            if (
-                not isinstance(node.ctx, ast.Load)
-                and _root(node) in self.known.imported
+            if not isinstance(node.ctx, ast.Load) and (
+                _root(node) in self.known.imported or _called_on(node)
             ):
                 return f"assigning {_root(node)}…{node.attr}: a library changed"
             if _attribute_refused(node.attr) and not self._own_private(node):
@@ -849,7 +930,7 @@ class _Reader:
         elif isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if keyword.arg in DENIED_KEYWORDS:
-                    return f"{keyword.arg}=: more workers or text run as code"
+                    return f"{keyword.arg}=: more workers, text run as code or a pickle"
             if (
                 isinstance(node.func, ast.Name)
                 and node.func.id == "type"
@@ -865,6 +946,16 @@ class _Reader:
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             return None
         return None
+
+
+def _called_on(node: ast.Attribute) -> bool:
+    """Whether an assigned attribute belongs to what a call returned
+    (``type(x).numpy = ...``, ``get_class().method = ...``): an object the
+    screen cannot tell from a library's."""
+    inner = node.value
+    while isinstance(inner, ast.Attribute | ast.Subscript):
+        inner = inner.value
+    return isinstance(inner, ast.Call)
 
 
 def _magic(node: ast.AST):

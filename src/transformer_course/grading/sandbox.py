@@ -66,6 +66,9 @@ __all__ = ["Sandbox", "SandboxResult", "SandboxUnavailable", "bwrap_problem"]
 PACKAGE = Path(__file__).resolve().parents[1]
 RUNNER = PACKAGE / "exercises" / "runner.py"
 INSIDE_RUNNER = "/opt/transformer_course_grader/runner.py"
+#: The static screen, beside the runner, which screens modules as a job imports them
+SCREEN = PACKAGE / "exercises" / "screen.py"
+INSIDE_SCREEN = "/opt/transformer_course_grader/screen.py"
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 #: What of the host's /etc Python, PyTorch and matplotlib use (the dynamic
 #: loader's cache, the time zone, fonts): never the whole folder, which holds
@@ -389,6 +392,7 @@ class Sandbox:
         if not self.sandboxed:
             runner = scratch / "runner.py"
             shutil.copyfile(RUNNER, runner)
+            shutil.copyfile(SCREEN, scratch / "screen.py")
             return [*python, str(runner), "-"]
         # --as-pid-1: the runner is the namespace's init, which its children
         # cannot kill or stop (the kernel drops those signals to PID 1)
@@ -451,6 +455,7 @@ class Sandbox:
         ]
         bind(str(scratch), str(scratch))
         bind(str(RUNNER), INSIDE_RUNNER)
+        bind(str(SCREEN), INSIDE_SCREEN)
         command += ["--remount-ro", "/", "--chdir", str(scratch), "--clearenv"]
         for name, value in self._environment(scratch).items():
             command += ["--setenv", name, value]
