@@ -158,3 +158,10 @@ def test_the_block_diagram_draws_two_blocks_with_two_residual_sums_each():
     assert texts.count("+") == 4  # two residual sums per block
     assert texts.count("LayerNorm") == 4
     assert texts.count("after the sum") == 2  # post-norm's norms follow the sums
+
+
+def test_split_merge_ends_with_the_output_projection():
+    """Eq. (3.1) ends with · W_O after the merge: the diagram says so."""
+    texts = " ".join(drawn(diagrams.split_merge_heads()))
+    assert "W_O" in texts
+    assert "out_proj" in texts

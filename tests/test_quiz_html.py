@@ -224,6 +224,8 @@ NEAR_PAIRS = [
     (0, 100),
     (37, 100),  # nowhere near
     (1e6 * 3.5, 3.5),
+    (33.55, 32),  # MB where MiB was asked
+    (30.52, 32),  # MiB where MB was asked
 ]
 
 
@@ -236,6 +238,8 @@ def test_a_near_miss_gets_the_same_hint_on_the_page_and_in_the_notebook():
     assert match, "nearMiss not found in the page's script"
     data = {
         "near": qh.NEAR,
+        "mebi": qh.MEBI,
+        "units": qh.UNITS,
         "times": qh.TIMES,
         "fraction": qh.FRACTION,
         "factors": list(qh.FACTORS),
@@ -268,3 +272,10 @@ def test_the_notebook_s_numeric_quiz_tells_a_near_miss():
     assert quiz.near("38,597,376") == ""  # right: nothing to hint
     assert quiz.near("a lot") == ""
     assert quiz.near("12") == ""
+
+
+def test_megabytes_for_mebibytes_are_named_as_such():
+    """A near miss by 2^20 / 10^6 is the units, not a term forgotten."""
+    assert qh.near_miss(33.55, 32) == qh.UNITS
+    assert qh.near_miss(30.52, 32) == qh.UNITS
+    assert qh.near_miss(33.0, 32) == qh.NEAR

@@ -281,8 +281,9 @@ def split_merge_heads(n_heads: int = 3, d_head: int = 2, n_tokens: int = 4) -> F
     The D = H·d features of each token are coloured by the head that owns
     them: ``view`` cuts each row into H groups of d, ``transpose(1, 2)`` makes
     the heads a batch dimension (attention then runs on all heads at once), and
-    ``merge_heads`` undoes both. At most 6 heads, 4 features per head and 6
-    tokens, so that the drawing fits.
+    ``merge_heads`` undoes both, before the output projection W_O mixes the
+    heads (noted under the merged tokens). At most 6 heads, 4 features per head
+    and 6 tokens, so that the drawing fits.
     """
     if not (1 <= n_heads <= 6 and 1 <= d_head <= 4 and 1 <= n_tokens <= 6):
         raise ValueError(
@@ -298,11 +299,11 @@ def split_merge_heads(n_heads: int = 3, d_head: int = 2, n_tokens: int = 4) -> F
     x3 = x2 + H * d * cell + (H - 1) * gap + 1.9
     fig, ax = _canvas(
         x3 + d * cell + 1.0,
-        max(2 * height + 3.0, stack_height + 1.6),
+        max(2 * height + 3.3, stack_height + 1.9),
         "Splitting the features into heads, and merging them",
     )
     top_row = ax.get_ylim()[1] - 0.6
-    bottom_row = 0.6 + height
+    bottom_row = 1.0 + height
 
     def tokens(x, top, spread=0.0):
         """One batch element: N rows of D features, coloured by head."""
@@ -372,6 +373,16 @@ def split_merge_heads(n_heads: int = 3, d_head: int = 2, n_tokens: int = 4) -> F
     )
     _label(ax, 0.1, top_row + 0.45, "split_heads", NAME, ha="left", weight="bold")
     _label(ax, 0.1, bottom_row + 0.45, "merge_heads", NAME, ha="left", weight="bold")
+    # the last step of eq. (3.1): the merged heads times W_O, which mixes them
+    _label(
+        ax,
+        0.1,
+        bottom_row - height - 0.62,
+        "then · W_O (D × D, out_proj) → (B, N, D): the heads mixed",
+        SHAPE - 1,
+        ha="left",
+        style="italic",
+    )
     return fig
 
 

@@ -68,6 +68,12 @@ FRACTION = (
     "or a division too many."
 )
 FACTORS = (2, 4, 8, 10, 100, 1000, 1024, 1000000)
+#: 2^20 / 10^6: a size in megabytes where mebibytes were asked, or the reverse
+MEBI = 1.048576
+UNITS = (
+    "Your number is off by 1.048576 = 2^20 / 10^6: check megabytes (10^6 bytes) "
+    "against mebibytes (MiB, 2^20 bytes), and which one the question asks for."
+)
 
 
 def near_miss(value: float, answer: float) -> str:
@@ -76,6 +82,8 @@ def near_miss(value: float, answer: float) -> str:
     if value == 0 or answer == 0 or (value < 0) != (answer < 0):
         return ""
     ratio = value / answer
+    if abs(ratio / MEBI - 1) <= 1e-3 or abs(ratio * MEBI - 1) <= 1e-3:
+        return UNITS
     if abs(ratio - 1) <= 0.1:
         return NEAR
     for factor in FACTORS:
@@ -194,6 +202,8 @@ _SCRIPT = """\
     var nearMiss = function (value, answer, data) {
       if (value === 0 || answer === 0 || (value < 0) !== (answer < 0)) return "";
       var ratio = value / answer;
+      if (Math.abs(ratio / data.mebi - 1) <= 1e-3 ||
+          Math.abs(ratio * data.mebi - 1) <= 1e-3) return data.units;
       if (Math.abs(ratio - 1) <= 0.1) return data.near;
       for (var i = 0; i < data.factors.length; i++) {
         var factor = data.factors[i];
@@ -373,6 +383,8 @@ def number_quiz_html(
         "unit": unit,
         "in_unit": IN_THE_UNIT.replace("{unit}", unit),
         "near": NEAR,
+        "mebi": MEBI,
+        "units": UNITS,
         "times": TIMES,
         "fraction": FRACTION,
         "factors": list(FACTORS),
