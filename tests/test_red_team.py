@@ -1927,3 +1927,46 @@ def test_the_childs_channels_cannot_be_opened_again_by_their_path():
     finally:
         for fd in ends:
             os.close(fd)
+
+
+# --- the twenty-seventh red team ----------------------------------------------------
+
+
+def test_a_module_is_screened_as_python_decodes_it(tmp_path, monkeypatch):
+    """A module whose coding line says UTF-7 holds, in what reads as a comment
+    byte by byte, code Python runs; the runner screens the text Python decodes,
+    and refuses a module that does not parse as Python (IPython's prompt
+    stripping made one parse for the screen: the twenty-seventh red team)."""
+    from transformer_course.exercises.runner import _ScreenedImports
+
+    hidden = "# coding: utf-7\n# +AAo-import os\ndef f(x):\n    return x\n"
+    (tmp_path / "helper_utf7.py").write_bytes(hidden.encode("ascii"))
+    (tmp_path / "helper_prompts.py").write_text(">>> x = 1\n... ;pass\n")
+    (tmp_path / "helper_plain.py").write_text("def f(x):\n    return x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    finder = _ScreenedImports([str(tmp_path)])
+    with pytest.raises(ImportError, match="holds import os"):
+        finder.find_spec("helper_utf7")
+    with pytest.raises(ImportError, match="does not parse"):
+        finder.find_spec("helper_prompts")
+    spec = finder.find_spec("helper_plain")
+    assert spec is not None
+    assert spec.loader.get_data(spec.origin) == b"def f(x):\n    return x\n"
+
+
+@needs_bwrap
+def test_code_in_a_magics_line_earns_nothing(tmp_path):
+    """``%precision {exec(code) or 3}``: IPython ran the braces' code, which
+    rebound the runner's checks (3/3 for a softmax that calls torch.softmax);
+    the screen refuses braces and $ in the line of a magic that expands them."""
+    source = (
+        'code = "import torch"\n%precision {exec(code) or 3}\n\n\n'
+        "def stable_softmax(x):\n    return torch.softmax(x, dim=-1)\n"
+    )
+    notebook = submission({"stable_softmax": source}, chapter=2)
+    result = grade_notebook(
+        write(tmp_path, notebook, "02_attention.ipynb"), only=["stable_softmax"]
+    )
+    (grade,) = result.exercises
+    assert grade.points == 0, grade
+    assert "{…} or $ in the line of %precision" in grade.hint, grade.hint

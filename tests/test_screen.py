@@ -41,6 +41,20 @@ REFUSED = {
     "a runnable file": "%%writefile helpers.cpython-311-x86_64-linux-gnu.so\nx",
     "a .pth file": "%%writefile hook.pth\nimport gc",
     "a file elsewhere": "%%writefile ../helpers.py\nx = 1",
+    # the twenty-seventh red team: text IPython evaluates in a magic's line,
+    # and a module's name in quotes (IPython unquotes it)
+    "{...} in a magic's line": "%precision {exec(code) or 3}",
+    "$name in a magic's line": "%store $x",
+    "{...} in %%writefile's name": "%%writefile {exec(code) or 'notes.txt'}\nx",
+    "a quoted module name": '%%writefile "helpers.py"\nimport gc',
+    # the twenty-sixth red team
+    "an alias of a library's class, changed": "T = torch.Tensor\nT.numpy = f",
+    "an alias in a loop": "for T in [torch.Tensor]:\n    T.numpy = f",
+    "an alias as a default": "def g(T=torch.Tensor):\n    T.numpy = f",
+    "type(...) changed": "type(x).numpy = f",
+    "a file helper": "import matplotlib.cbook as c\nc.open_file_cm('h.py', 'w')",
+    "allow_pickle": "np.load(path, allow_pickle=True)",
+    "torch's registry": "torch.serialization.register_package(1, f, g)",
     "local module": "import helpers_i_wrote",
     "relative import": "from . import x",
     "star import": "from torch import *",
@@ -301,3 +315,40 @@ def test_the_notebook_reads_the_cells_its_kernel_ran(monkeypatch):
     assert screen.screen(inputs) == screen.Finding(2, 2, "import gc")
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)
     assert core._kernel_inputs() == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "%timeit f({'a': 1})",
+        "%%time\nd = {'a': 1}",
+        "x = torch.ones(3)\nx.requires_grad = True",
+        "%precision 3",
+    ],
+)
+def test_braces_where_ipython_does_not_expand_them_are_allowed(source):
+    assert screen.screen([(1, source)]) is None
+
+
+def test_a_module_is_read_as_python_reads_it():
+    """A module is screened without IPython's syntax, and refused when it does
+    not parse: IPython's prompt stripping made a module parse for the screen
+    that Python then ran otherwise (the twenty-seventh red team)."""
+    assert screen.screen_module("import torch\n\ndef f(x):\n    return x\n") is None
+    assert screen.screen_module(">>> x = 1\n... ;pass\n").what == (
+        "a module that does not parse"
+    )
+    assert screen.screen_module("import os\n").what == "import os"
+
+
+def test_a_chain_of_aliases_is_followed_in_one_pass(monkeypatch):
+    """The aliases of a library's objects are found in one reading of the
+    cells' bindings, not one reading per alias: a chain of 2,000 kept the
+    grader's own process busy for 35 s (the twenty-seventh red team)."""
+    calls = []
+    real = screen._bindings
+    monkeypatch.setattr(screen, "_bindings", lambda tree: calls.append(1) or real(tree))
+    chain = "a0 = torch\n" + "".join(f"a{i + 1} = a{i}\n" for i in range(2000))
+    found = screen.screen([(1, chain + "a2000.softmax = f\n")])
+    assert found.what == "assigning a2000…softmax: a library changed"
+    assert len(calls) == 1  # one cell, read once

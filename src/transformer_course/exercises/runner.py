@@ -1463,19 +1463,20 @@ class _HideCoursePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _load_screen():
-    """The course's static screen (:mod:`.screen`): the package's own where the
+    """The course's static screen of a module (:func:`.screen.screen_module`):
+    the package's own where the
     runner is imported from it (a notebook), else ``screen.py`` beside this file
     (the grader's sandbox, where the package is hidden)."""
     if __package__:
-        from .screen import screen
+        from .screen import screen_module
 
-        return screen
+        return screen_module
     path = Path(__file__).with_name("screen.py")
     spec = importlib.util.spec_from_file_location("_course_screen", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # for its dataclasses
     spec.loader.exec_module(module)
-    return module.screen
+    return module.screen_module
 
 
 class _ScreenedSource(importlib.abc.SourceLoader):
@@ -1526,7 +1527,7 @@ class _ScreenedImports(importlib.abc.MetaPathFinder):
             text = importlib.util.decode_source(source)
         except (SyntaxError, UnicodeDecodeError, LookupError) as err:
             raise ImportError(f"the module {name} cannot be read: {err}") from None
-        finding = _SCREEN([(0, text)])
+        finding = _SCREEN_MODULE(text)
         if finding is not None:
             raise ImportError(
                 f"the module {name} holds {finding.what} (line {finding.line}), "
@@ -1540,7 +1541,7 @@ class _ScreenedImports(importlib.abc.MetaPathFinder):
         )
 
 
-_SCREEN = _load_screen()
+_SCREEN_MODULE = _load_screen()
 
 
 def _shell():

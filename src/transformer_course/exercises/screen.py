@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["ALLOWED_MODULES", "Finding", "screen"]
+__all__ = ["ALLOWED_MODULES", "Finding", "screen", "screen_module"]
 
 #: Modules a screened notebook may import (and their submodules, except
 #: private or listed ones, see :data:`DENIED_ATTRIBUTES`).
@@ -390,6 +390,9 @@ ALLOWED_FROM = frozenset({"IPython.display"})
 #: The extensions ``%load_ext`` may load.
 ALLOWED_EXTENSIONS = frozenset({"autoreload"})
 ALLOWED_CELL_MAGICS = frozenset({"time", "timeit", "prun", "capture", "writefile"})
+#: Magics whose line IPython passes on as it is written (``@no_var_expand``):
+#: every other one has ``{...}`` and ``$name`` in it evaluated first.
+_NOT_EXPANDED = frozenset({"time", "timeit", "prun"})
 #: The shell commands allowed (``!pip install tqdm``, a Colab habit).
 _PIP_INSTALL = re.compile(r"\s*pip install(\s+-q|\s+--quiet)?(\s+[\w.\-\[\],=<>]+)+\s*")
 #: ``%config`` of the inline figures only.
@@ -423,12 +426,13 @@ def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
         too_many = _too_many_magics(source)
         if too_many:
             return Finding(number, 1, too_many)
+    trees = [tree for _, source in cells if (tree := _parse(_python(source)))]
     known = _Known(
         modules=frozenset(
             m.group(1) for _, source in cells if (m := _WRITES_MODULE.match(source))
         ),
-        aliases=_restricted_aliases(source for _, source in cells),
-        imported=_imported_names(source for _, source in cells),
+        aliases=_restricted_aliases(trees),
+        imported=_imported_names(trees),
     )
     for number, source in cells:
         found = _screen_source(source, 0, known)
@@ -444,6 +448,32 @@ def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
             line, what = found
             return Finding(number, line, what)
     return None
+
+
+def screen_module(source: str) -> Finding | None:
+    """The first refused construct in a module's ``source``, read as Python
+    reads a file it imports (no IPython syntax), or None. Unlike a cell, a
+    module that does not parse is refused: what Python would make of it is
+    not what the screen read (IPython's prompt stripping made a module parse
+    for the screen that Python then ran otherwise: the twenty-seventh red team).
+    Used by the grader's runner on each module a screened job imports from a
+    folder it can write."""
+    flags = ast.PyCF_ONLY_AST
+    try:
+        tree = compile(source, "<module>", "exec", flags=flags, dont_inherit=True)
+    except (SyntaxError, ValueError) as err:
+        return Finding(
+            0, getattr(err, "lineno", None) or 1, "a module that does not parse"
+        )
+    except (RecursionError, MemoryError):
+        return Finding(0, 1, "a module too deep to read")
+    known = _Known(
+        modules=frozenset(),
+        aliases=_restricted_aliases([tree]),
+        imported=_imported_names([tree]),
+    )
+    found = _Reader(0, known).first(tree)
+    return None if found is None else Finding(0, found[0], found[1])
 
 
 #: A cell with more magic lines than this, or magics in a cell longer than
@@ -587,29 +617,32 @@ MODULE_NAMES = frozenset(
 )
 
 
-def _imported_names(sources: Iterable[str]) -> frozenset[str]:
+def _imported_names(trees: list[ast.AST]) -> frozenset[str]:
     """The names bound by an import, and the names bound to them again
     (``T = torch.Tensor``, ``j = json``, ``for T in [torch.Tensor]``, a default
     ``def f(T=torch.Tensor)``): a library's objects under another name, whose
     attributes may not be assigned either (the twenty-sixth red team set
-    ``T.numpy``)."""
+    ``T.numpy``). One pass over the bindings, then a walk along them: a chain
+    of thousands of aliases costs a moment, not minutes (the twenty-seventh
+    red team's, searched again for each new name, took 35 s for 2,000)."""
     names = set(MODULE_NAMES)
-    trees = [tree for source in sources if (tree := _parse(_python(source)))]
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
                 for alias in node.names:
                     names.add((alias.asname or alias.name).split(".")[0])
-    while True:  # until no new name: aliases of aliases
-        found = {
-            target
-            for tree in trees
-            for value, target in _bindings(tree)
-            if target not in names and _refers_to(value, names)
-        }
-        if not found:
-            return frozenset(names)
-        names |= found
+    onward: dict[str, set[str]] = {}  # name -> the names bound to its objects
+    for tree in trees:
+        for value, target in _bindings(tree):
+            for source in _referred(value):
+                onward.setdefault(source, set()).add(target)
+    todo = [*names, _TYPE_CALL]
+    while todo:
+        for target in onward.get(todo.pop(), ()):
+            if target not in names:
+                names.add(target)
+                todo.append(target)
+    return frozenset(names)
 
 
 def _bindings(tree: ast.AST):
@@ -643,29 +676,34 @@ def _bindings(tree: ast.AST):
                 yield default, argument.arg
 
 
-def _refers_to(value: ast.AST, names: set[str]) -> bool:
-    """Whether ``value`` is one of ``names``' objects itself, not something
-    computed from it: a chain of attributes and subscripts from one of them, a
-    display (list, tuple, set, dict) holding one, or ``type(...)``."""
-    if isinstance(value, ast.Attribute | ast.Subscript):
-        return _refers_to(value.value, names)
+#: Stands for ``type(...)``: what it returns is a class, a library's maybe.
+_TYPE_CALL = "type()"
+
+
+def _referred(value: ast.AST) -> set[str]:
+    """The names whose objects ``value`` is itself, not something computed from
+    them: the root of a chain of attributes and subscripts, the names in a
+    display (list, tuple, set, dict) or a conditional, and :data:`_TYPE_CALL`
+    for ``type(...)``."""
+    if isinstance(value, ast.Attribute | ast.Subscript | ast.Starred):
+        return _referred(value.value)
     if isinstance(value, ast.Name):
-        return value.id in names
-    if isinstance(value, ast.Starred):
-        return _refers_to(value.value, names)
+        return {value.id}
     if isinstance(value, ast.List | ast.Tuple | ast.Set):
-        return any(_refers_to(v, names) for v in value.elts)
+        return set().union(*(_referred(v) for v in value.elts))
     if isinstance(value, ast.Dict):
-        return any(_refers_to(v, names) for v in value.values if v is not None)
+        return set().union(*(_referred(v) for v in value.values if v is not None))
     if isinstance(value, ast.IfExp):
-        return _refers_to(value.body, names) or _refers_to(value.orelse, names)
+        return _referred(value.body) | _referred(value.orelse)
     if isinstance(value, ast.BoolOp):
-        return any(_refers_to(v, names) for v in value.values)
-    return (
+        return set().union(*(_referred(v) for v in value.values))
+    if (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Name)
         and value.func.id == "type"
-    )
+    ):
+        return {_TYPE_CALL}
+    return set()
 
 
 def _root(node: ast.AST) -> str:
@@ -675,13 +713,12 @@ def _root(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
-def _restricted_aliases(sources: Iterable[str]) -> dict[str, str]:
+def _restricted_aliases(trees: list[ast.AST]) -> dict[str, str]:
     """The names the cells bind to a module of :data:`RESTRICTED_MODULES`
     (``import inspect as ins``: {"ins": "inspect"})."""
     aliases = {}
-    for source in sources:
-        tree = _parse(_python(source))
-        for node in ast.walk(tree) if tree is not None else ():
+    for tree in trees:
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name in RESTRICTED_MODULES:
@@ -793,6 +830,14 @@ class _Reader:
         return None
 
     def _magic_refused(self, kind, name, line_text, body) -> tuple[int, str] | None:
+        if (
+            kind in ("line", "cell")
+            and name not in _NOT_EXPANDED
+            and ("{" in line_text or "$" in line_text)
+        ):
+            # IPython evaluates {expression} and $name in a magic's line as
+            # Python (%precision {exec(code) or 3}: the twenty-seventh red team)
+            return 1, f"{{…}} or $ in the line of %{name}, which IPython runs"
         if kind == "line":
             if name not in ALLOWED_LINE_MAGICS:
                 return 1, f"the magic %{name}"
@@ -816,6 +861,8 @@ class _Reader:
             if name not in ALLOWED_CELL_MAGICS:
                 return 1, f"the cell magic %%{name}"
             if name == "writefile":
+                if re.search(r"[\"'\\]", line_text):  # IPython unquotes the name
+                    return 1, f"%%writefile {line_text.strip()}"
                 target = line_text.split()[-1] if line_text.split() else ""
                 if not target.endswith(".py"):
                     if (
