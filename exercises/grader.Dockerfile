@@ -22,8 +22,12 @@ RUN apt-get update \
 WORKDIR /opt/transformer-course
 COPY requirements.txt pyproject.toml README.md ./
 COPY src ./src
-# what `make` installs: requirements.txt (torch pinned, and this package)
-RUN pip install --no-cache-dir -r requirements.txt
+# what `make` installs: requirements.txt (torch pinned, and this package);
+# torch's CPU build first, from PyTorch's own index (PyPI's Linux wheel pulls
+# several GB of CUDA packages), which the pin then accepts
+RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu \
+        torch==2.13.0 \
+    && pip install --no-cache-dir -r requirements.txt
 
 # nbgrader calls its tools (alembic) by name: they are on PATH in this image
 WORKDIR /course

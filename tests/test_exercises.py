@@ -888,3 +888,22 @@ def test_the_progress_table_says_partial_credit_as_a_share(monkeypatch):
     monkeypatch.setattr(widgets, "SHARES", {"a": 0.6, "b": 0.0})
     assert widgets._status("a") == "60 % of its points"
     assert widgets._status("b") == "failed"
+
+
+def _answer(x):
+    return x
+
+
+def test_a_check_says_when_the_latest_cell_did_not_define_the_function():
+    """A learner broke their solution (a syntax error) and pressed Check again:
+    the kernel still held the earlier definition, which passed, and nothing
+    said so. The report names the cell that did not run."""
+    from transformer_course.exercises.core import stale_definition
+
+    ran = "def _answer(x):\n    return x\n"
+    broken = "def _answer(x)\n    return x + 1\n"
+    assert stale_definition(_answer, [(1, ran)]) == ""
+    assert stale_definition(_answer, [(1, "print(1)")]) == ""
+    note = stale_definition(_answer, [(1, ran), (2, "x = 3"), (3, broken)])
+    assert note.startswith("In [3], your latest cell that defines _answer()")
+    assert stale_definition(_answer, [(1, broken), (2, ran)]) == ""

@@ -215,3 +215,28 @@ def test_the_server_loads_the_hook(tmp_path):
 
     lab_settings._load_jupyter_server_extension(App())
     assert registered == [lab_settings.saved_as_shown]
+
+
+def test_validate_waits_for_a_checks_verdict(tmp_path, monkeypatch):
+    """A function that never returns: the check stops it after 30 s and says
+    so, and Validate, 30 s per cell by default, cut the cell off first
+    (CellTimeoutError and a traceback). The environment's nbgrader settings give
+    Validate 120 s, read as Validate's server extension reads them; a file
+    with other settings keeps them."""
+    from nbgrader.apps.baseapp import NbGrader
+
+    config_dir = tmp_path / "etc" / "jupyter"
+    config_dir.mkdir(parents=True)
+    (config_dir / "nbgrader_config.json").write_text(
+        json.dumps({"CourseDirectory": {"course_id": "mine"}})
+    )
+    path = lab_settings.install_nbgrader_config(tmp_path)
+    # as nbgrader's validate handler loads its settings: from Jupyter's config
+    # folders, {sys.prefix}/etc/jupyter among them (here, tmp_path's)
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(config_dir))
+    app = NbGrader()
+    assert str(config_dir) in app.config_file_paths
+    app.load_config_file()
+    assert app.config.Execute.timeout == lab_settings.VALIDATE_TIMEOUT
+    assert app.config.Execute.timeout > 30 + 30  # the check's limit, and then some
+    assert json.loads(path.read_text())["CourseDirectory"] == {"course_id": "mine"}

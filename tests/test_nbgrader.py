@@ -429,6 +429,24 @@ def test_a_class_graded_as_the_readme_says(course):
     assert "earlier score of 15 is kept" in run.stdout
     with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
         assert gradebook.find_submission("ch01", "alice").score == FULL
+    # so does lou's, handed in late: the score kept is the one that counts, its
+    # late penalty kept with it in the CSV (without it, an LMS summing points
+    # less penalties gave him full marks)
+    lou = submitted / "lou" / "ch01"
+    (lou / SOURCE.name).rename(course / "astray_lou.ipynb")
+    run = gradebook_command(course, "ch01", "--student", "lou", "--csv", "ch01.csv")
+    assert (
+        f"the earlier score of 0 ({FULL:g} less a late penalty of {FULL:g}) is kept"
+        in run.stdout
+    )
+    lou_rows = [
+        r for r in csv.DictReader((course / "ch01.csv").open()) if r["student"] == "lou"
+    ]
+    assert {r["status"] for r in lou_rows} == {"missing (earlier score kept)"}
+    for row in lou_rows:
+        assert float(row["late_penalty"]) == FULL
+        assert float(row["seconds_late"]) == 36 * 3600
+    (course / "astray_lou.ipynb").rename(lou / SOURCE.name)
 
     # points changed in the source notebook but not yet made into the
     # assignment (the instructor round): grading is refused, export warns
@@ -535,6 +553,11 @@ def test_the_container_recipe_matches_the_readme_and_ci():
     assert "bubblewrap" in (root / ".ci" / "run").read_text()
     assert "apt-get install -y --no-install-recommends bubblewrap util-linux" in recipe
     assert "pip install --no-cache-dir -r requirements.txt" in recipe
+    # torch's CPU wheel, as the pin in requirements.txt means it (PyPI's Linux
+    # wheel pulls several GB of CUDA packages)
+    assert "--index-url https://download.pytorch.org/whl/cpu" in recipe
+    assert "torch==2.13.0" in recipe
+    assert "torch==2.13.0" in (root / "requirements.txt").read_text()
     assert "COPY src ./src" in recipe
     for command in (
         "docker build -f exercises/grader.Dockerfile -t tc-grader .",
@@ -572,6 +595,16 @@ def test_settings_the_late_penalty_step_refuses_stop_before_anyone_is_graded(tmp
         _check_late_penalty_settings(
             settings(LateSubmissionPlugin={"penalty_method": "Zero"})
         )
+    # a plugin in the course folder is found, wherever the command runs from
+    (tmp_path / "course_plugin_halfoff.py").write_text(
+        "from nbgrader.plugins import LateSubmissionPlugin\n\n\n"
+        "class HalfOff(LateSubmissionPlugin):\n"
+        "    def late_submission_penalty(self, student_id, score, total_seconds_late):\n"
+        "        return score / 2\n"
+    )
+    _check_late_penalty_settings(
+        settings(AssignLatePenalties={"plugin_class": "course_plugin_halfoff.HalfOff"})
+    )
     with pytest.raises(ValueError, match="importable from the course folder"):
         _check_late_penalty_settings(
             settings(AssignLatePenalties={"plugin_class": "nowhere.HalfOff"})
@@ -593,6 +626,8 @@ def test_lateness_reads_in_units_a_person_would_use():
     [
         ("--timeout", "0", "above 0"),
         ("--timeout", "-5", "above 0"),
+        ("--timeout", "inf", "above 0"),  # every deadline lifted
+        ("--timeout", "nan", "above 0"),
         ("--db", "/tmp/x.db", "expected a database URL"),
     ],
 )

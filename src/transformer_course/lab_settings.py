@@ -24,7 +24,10 @@ overrides.json`` (JupyterLab's defaults for one environment; whatever else the
 file holds is kept, and a learner's own settings still win) and enables this
 module as a server extension in ``{sys.prefix}/etc/jupyter/
 jupyter_server_config.d/transformer_course.json``, which registers the hook.
-``make`` runs it when it creates the course's environment. Used by: the
+It also gives nbgrader's Validate 120 s per cell in ``{sys.prefix}/etc/
+jupyter/nbgrader_config.json``, so that a check which stops a hanging function
+after 30 s is not cut off first. ``make`` runs it when it creates the course's
+environment. Used by: the
 exercise notebooks of every chapter (``transformer_course.exercises``).
 """
 
@@ -134,6 +137,51 @@ def install_server_extension(prefix: str | os.PathLike = sys.prefix) -> Path:
         "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
     ) as file:
         file.write(text)
+    os.replace(file.name, path)
+    return path
+
+
+#: nbgrader's Validate (the toolbar button, ``nbgrader validate``) gives each
+#: cell 30 s; a check stops a function that does not return after 30 s and says
+#: so, and Validate cut that cell off first (CellTimeoutError, a traceback
+#: through the course's files) where the check's own verdict was due.
+VALIDATE_TIMEOUT = 120
+NBGRADER_CONFIG = {"Execute": {"timeout": VALIDATE_TIMEOUT}}
+
+
+def nbgrader_config_path(prefix: str | os.PathLike = sys.prefix) -> Path:
+    """Where nbgrader (Validate's server extension too) reads an environment's
+    settings, beside the folder's own ``nbgrader_config.py``."""
+    return Path(prefix) / "etc" / "jupyter" / "nbgrader_config.json"
+
+
+def install_nbgrader_config(prefix: str | os.PathLike = sys.prefix) -> Path:
+    """Merge :data:`NBGRADER_CONFIG` into the environment's
+    ``nbgrader_config.json``: Validate waits long enough for a check's verdict.
+    Whatever else the file holds is kept; a longer timeout already there too."""
+    path = nbgrader_config_path(prefix)
+    current: dict = {}
+    if path.is_file():
+        try:
+            current = json.loads(path.read_text(encoding="utf-8") or "{}")
+        except json.JSONDecodeError as error:
+            raise SystemExit(f"{path} is not JSON ({error}): left as it is") from None
+    execute = dict(current.get("Execute") or {})
+    timeout = execute.get("timeout")
+    if (
+        isinstance(timeout, int)
+        and not isinstance(timeout, bool)
+        and (timeout >= VALIDATE_TIMEOUT or timeout < 0)
+    ):
+        return path  # already long enough (or, below 0, no limit at all)
+    execute["timeout"] = VALIDATE_TIMEOUT
+    merged = {**current, "Execute": execute}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
+    ) as file:
+        json.dump(merged, file, indent=2)
+        file.write("\n")
     os.replace(file.name, path)
     return path
 
@@ -269,6 +317,10 @@ def main(argv: list[str] | None = None) -> None:
     print(
         "the Jupyter server saves the course's widgets as they are shown: "
         f"{install_server_extension(args.prefix)}"
+    )
+    print(
+        f"nbgrader's Validate gives a cell {VALIDATE_TIMEOUT} s, so a check can "
+        f"give its verdict: {install_nbgrader_config(args.prefix)}"
     )
 
 

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
+import inspect
 import io
 import os
 import re
@@ -699,7 +701,36 @@ def run_exercise(exercise: Exercise, function: Callable | None) -> Report:
         )
         return Report(exercise, FAILED, results)
     outcome_lists = [[outcome_from_dict(o) for o in row] for row in raw]
-    return report_from_outcomes(exercise, case_lists, outcome_lists)
+    report = report_from_outcomes(exercise, case_lists, outcome_lists)
+    stale = stale_definition(function, _kernel_inputs())
+    if stale:
+        report = dataclasses.replace(report, note=f"{stale} {report.note}".strip())
+    return report
+
+
+def stale_definition(function: Callable, inputs: list[tuple[int, str]]) -> str:
+    """A note when the kernel's latest cell that defines ``function``'s name
+    is not the cell it came from, or "": that cell stopped before its ``def``
+    ran (a syntax error, an error above it), so "Check again" checks the
+    definition before it (a learner read "passed" for code that did not run)."""
+    name = getattr(function, "__name__", "")
+    if not isinstance(name, str) or not name.isidentifier():
+        return ""
+    defines = re.compile(rf"^\s*(?:async\s+)?def\s+{re.escape(name)}\s*\(", re.M)
+    latest = next(((n, s) for n, s in reversed(inputs) if defines.search(s)), None)
+    if latest is None:
+        return ""
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):  # defined where no source is kept
+        return ""
+    if source.strip() in latest[1]:
+        return ""
+    return (
+        f"In [{latest[0]}], your latest cell that defines {name}(), stopped before "
+        "its def ran (look for its error): these checks are of the definition "
+        "before it. Fix that cell and run it, then check again."
+    )
 
 
 def _kernel_inputs() -> list[tuple[int, str]]:

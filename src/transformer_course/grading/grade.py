@@ -35,6 +35,7 @@ import ast
 import contextlib
 import importlib
 import json
+import math
 import os
 import re
 import sys
@@ -252,7 +253,7 @@ def positive_seconds(text: str) -> float:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not seconds > 0:
+    if not 0 < seconds < math.inf:  # nan and inf too: inf would lift every deadline
         raise argparse.ArgumentTypeError(
             f"expected a number of seconds above 0, got {text}"
         )

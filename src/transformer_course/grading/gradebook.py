@@ -237,6 +237,10 @@ def _check_late_penalty_settings(settings) -> None:
     """
     from nbgrader.preprocessors import AssignLatePenalties
 
+    # the course folder's own modules (a plugin), importable as when nbgrader
+    # runs there, wherever this command runs from (--course)
+    if str(settings.root) not in sys.path:
+        sys.path.append(str(settings.root))
     try:
         step = AssignLatePenalties(config=settings.config, log=_NBGRADER_LOG)
         step.plugin_class(parent=step)
@@ -436,26 +440,32 @@ class _NotebookJob:
             return self.zero_rows("refused", hint)
         if path is None:
             earlier = self._earlier_score()
+            candidates = getattr(self, "candidates", [])
+            several = ""
+            if candidates:
+                shown = ", ".join(printable(name, 100) for name in candidates[:5])
+                more = f" and {len(candidates) - 5} more" if len(candidates) > 5 else ""
+                several = (
+                    f"{len(candidates)} notebooks that could be it ({shown}"
+                    f"{more}): none was graded, since which one is meant is not clear"
+                    f". Rename the one to grade to {self.name}.ipynb and grade again"
+                )
             if earlier:
                 hint = (
                     f"no {self.name}.ipynb in the submission now: the earlier score "
-                    f"of {earlier:g} is kept"
+                    f"of {self._earlier_said()} is kept"
+                    + (f"; {several}" if several else "")
                 )
                 log(f"{who}: {hint} (its feedback too)")
                 return self._rows_of_earlier("missing (earlier score kept)", hint)
             hint = f"no {self.name}.ipynb in the submission"
-            candidates = getattr(self, "candidates", [])
-            if candidates:
-                shown = ", ".join(printable(name, 100) for name in candidates[:5])
-                more = f" and {len(candidates) - 5} more" if len(candidates) > 5 else ""
-                hint += (
-                    f", and {len(candidates)} notebooks that could be it ({shown}"
-                    f"{more}): none was graded, since which one is meant is not clear"
-                    f". Rename the one to grade to {self.name}.ipynb and grade again"
-                )
+            if several:
+                hint += f", and {several}"
             log(f"{who}: {hint}")
             self._write_placeholder(f"{self.name}.ipynb: 0 points\n{hint}\n")
             return self.zero_rows("missing file", hint)
+        if note and self._earlier_score():
+            note += f" (it replaces the earlier score of {self._earlier_said()})"
         if note:
             # nbgrader's fetch_feedback looks for the name they submitted
             log(
@@ -488,7 +498,7 @@ class _NotebookJob:
                 f"{who}: {self.name}.ipynb NOT GRADED ({len(not_graded)} of "
                 f"{len(result.exercises)} exercises: {why}); "
                 + (
-                    f"the earlier score of {self._earlier_score():g} is kept"
+                    f"the earlier score of {self._earlier_said()} is kept"
                     if earlier
                     else "nothing recorded"
                 )
@@ -640,11 +650,39 @@ class _NotebookJob:
         return rows
 
     def _rows_of_earlier(self, status: str, hint: str) -> list[ClassRow]:
-        return [
-            self._plain_row(g.name, g.auto_score or 0.0, g.max_score, status, hint)
-            for g in self._grades().values()
-            if g.cell_type == "code"
-        ]
+        """The rows of the score the gradebook holds, with the lateness and
+        penalty recorded with it (a kept score that lost its penalty in the CSV
+        was worth more there than in nbgrader's own export)."""
+        late, penalty = self._earlier_lateness()
+        rows = []
+        for g in self._grades().values():
+            if g.cell_type == "code":
+                row = self._plain_row(
+                    g.name, g.auto_score or 0.0, g.max_score, status, hint
+                )
+                row.seconds_late, row.late_penalty = late, penalty
+                rows.append(row)
+        return rows
+
+    def _earlier_lateness(self) -> tuple[float, float]:
+        """(seconds late, penalty) as the gradebook recorded them."""
+        submission = self.gradebook.find_submission(self.assignment, self.student)
+        notebook = self.gradebook.find_submission_notebook(
+            self.name, self.assignment, self.student
+        )
+        return (
+            float(submission.total_seconds_late or 0.0),
+            float(notebook.late_submission_penalty or 0.0),
+        )
+
+    def _earlier_said(self) -> str:
+        """The earlier score as it counts: "16", or "8 (16 less a late penalty
+        of 8)"."""
+        score = self._earlier_score()
+        _, penalty = self._earlier_lateness()
+        if not penalty:
+            return f"{score:g}"
+        return f"{score - penalty:g} ({score:g} less a late penalty of {penalty:g})"
 
     def _plain_row(self, cell, points, max_points, status, hint) -> ClassRow:
         return ClassRow(
