@@ -621,6 +621,18 @@ def test_lateness_reads_in_units_a_person_would_use():
     assert hours(1.5 * 86400) == "36 hours"
 
 
+def test_a_gradebook_that_is_not_there_is_named(tmp_path, capsys):
+    """--db with a wrong path made an empty gradebook and refused with a reason
+    about points; it names the missing file, and makes none."""
+    from transformer_course.grading import gradebook
+
+    missing = tmp_path / "nowhere.db"
+    code = gradebook.main(["ch01", "--db", f"sqlite:///{missing}"])
+    assert code == 2
+    assert f"no gradebook at {missing}" in capsys.readouterr().err
+    assert not missing.exists()
+
+
 @pytest.mark.parametrize(
     ("option", "value", "expected"),
     [

@@ -999,6 +999,27 @@ REGENERATE = (
 )
 
 
+#: An exercise added to an assignment that has submissions: nbgrader's
+#: generate_assignment --force refuses (it cannot add cells then).
+ADDED_AFTER_GRADING = (
+    ". If students' submissions are in the gradebook already, nbgrader refuses "
+    "to add a cell: the way back (README, step 4) deletes the assignment's grades "
+    "and grades the class again: nbgrader db assignment remove {assignment} "
+    "--force, nbgrader db assignment add {assignment} --duedate=..., nbgrader "
+    "generate_assignment {assignment}, nbgrader release_assignment {assignment} "
+    "--force"
+)
+
+
+def _missing_sqlite_file(url: str) -> str:
+    """The path of a SQLite gradebook ``url`` names that does not exist, or ""."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or url[len(prefix) :] in ("", ":memory:"):
+        return ""
+    path = Path(url[len(prefix) :].split("?")[0])
+    return "" if path.exists() else str(path)
+
+
 def source_points_differ(
     settings: CourseSettings, assignment: str, points: dict[tuple[str, str], float]
 ) -> list[str]:
@@ -1258,6 +1279,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_sandbox_options(parser)
     args = parser.parse_args(argv)
+    missing = _missing_sqlite_file(course_settings(args.course, args.db).db_url)
+    if missing:  # SQLAlchemy would make an empty one, and nothing would match
+        print(
+            f"could not grade {args.assignment}: no gradebook at {missing} (check "
+            "--db, or db_url in nbgrader_config.py; nbgrader makes the gradebook "
+            "when it adds students or makes the assignment)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         now = current_points(args.assignment, args.course, args.db)
         record = course_settings(args.course, args.db).root / POINTS_RECORD
@@ -1268,10 +1298,12 @@ def main(argv: list[str] | None = None) -> int:
         course_settings(args.course, args.db), args.assignment, now
     )
     if differ:
+        added = any("not in the gradebook" in d for d in differ)
         print(
             f"refusing to grade {args.assignment}: "
             f"{SOURCE_DIFFERS.format(', '.join(differ))} "
-            f"{REGENERATE.format(assignment=args.assignment)}, then grade again",
+            f"{REGENERATE.format(assignment=args.assignment)}, then grade again"
+            + (ADDED_AFTER_GRADING.format(assignment=args.assignment) if added else ""),
             file=sys.stderr,
         )
         return 2
