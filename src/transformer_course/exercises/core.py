@@ -462,8 +462,9 @@ USUAL_ERRORS = (
         r"shapes cannot be multiplied|Expected size for first two dimensions",
         "In a @ b, a's last size must equal b's second-to-last: print both "
         "shapes to see which is off. Two usual causes: .T on a batched tensor "
-        "reverses every dimension (swap the last two: .transpose(-2, -1)), and "
-        "F.one_hot without num_classes is only as wide as the largest id + 1.",
+        "reverses every dimension (swap the last two: .transpose(-2, -1)); and "
+        "where a one-hot matrix is multiplied (chapter 1), F.one_hot without "
+        "num_classes is only as wide as the largest id + 1.",
     ),
     (
         r"Expected target size|to match target batch_size",

@@ -56,8 +56,8 @@ TRY_AGAIN = "Try again, or open the explanation."
 # A wrong number near the answer, or off by a usual factor (a multiply-add
 # counted as one FLOP, a power of ten, MiB against MB).
 NEAR = (
-    "Close: within 10 % of the answer. Check each term you added up (a bias, "
-    "say), or the rounding."
+    "Close: within 10 % of the answer. Check the count (a term or a step too "
+    "many or too few, a bias) and the rounding (give more decimals)."
 )
 TIMES = (
     "Your number is {factor} times too large: check for a factor too many, "
