@@ -156,7 +156,7 @@ def test_a_check_is_saved_as_its_latest_results_and_a_quiz_as_its_static_quiz():
     assert check["data"]["text/plain"].startswith("5 of 5 checks passed\nSaved results")
     assert check["metadata"]["transformer_course"] == {"saved_from": "check"}
     assert quiz["data"] == {
-        "text/html": "<div>the quiz</div>",
+        "text/html": "<div>the quiz</div>" + lab_settings.QUIZ_NOTE,
         "text/plain": "at display",
     }
     assert "widgets" not in model["content"]["metadata"]  # nothing left to use it
@@ -240,3 +240,20 @@ def test_validate_waits_for_a_checks_verdict(tmp_path, monkeypatch):
     assert app.config.Execute.timeout == lab_settings.VALIDATE_TIMEOUT
     assert app.config.Execute.timeout > 30 + 30  # the check's limit, and then some
     assert json.loads(path.read_text())["CourseDirectory"] == {"course_id": "mine"}
+
+
+def test_a_saved_quiz_is_a_picture_of_itself():
+    """A reopened notebook's saved quiz answered clicks through its page script
+    and rewrote the saved progress table, which the answers the course keeps
+    knew nothing of: saved, it has no script and its controls are disabled."""
+    page_quiz = (
+        '<form><input type="radio" name="a"><button type="submit">Submit</button>'
+        "</form><script>document.forms[0].onsubmit = grade;</script>"
+    )
+    model = _notebook([_widget_output("quiz", page_quiz)], _state())
+    lab_settings.saved_as_shown(model, path="x.ipynb")
+    html_text = model["content"]["cells"][0]["outputs"][0]["data"]["text/html"]
+    assert "<script" not in html_text
+    assert '<input disabled type="radio"' in html_text
+    assert '<button disabled type="submit">' in html_text
+    assert "Run this cell to answer it" in html_text

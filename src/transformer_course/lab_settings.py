@@ -65,6 +65,24 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 DRAWN_FROM_STATE = frozenset({"tc-widget-check", "tc-widget-progress"})
 COURSE_CLASSES = DRAWN_FROM_STATE | {"tc-widget-quiz"}
 #: Under results saved as they were shown.
+#: Under a saved quiz. Its page script is left out: in a reopened notebook it
+#: answered clicks and rewrote the saved progress table, while the answers the
+#: course keeps (answers.json, the kernel) knew nothing of it.
+QUIZ_NOTE = (
+    '<p class="tc-needs-kernel"><i>Saved quiz. Run this cell to answer it: that '
+    "needs the notebook's running kernel.</i></p>"
+)
+
+
+def _inert(html_text: str) -> str:
+    """``html_text`` without its scripts, and its controls disabled (a form
+    with no script to stop it would send the page away)."""
+    html_text = re.sub(r"<script\b.*?</script\s*>", "", html_text, flags=re.S | re.I)
+    return re.sub(
+        r"<(input|button|select|textarea)\b", r"<\1 disabled", html_text, flags=re.I
+    )
+
+
 SAVED_NOTE = (
     '<p class="tc-needs-kernel"><i>Saved results. Run this cell to check '
     "again: that needs the notebook's running kernel.</i></p>"
@@ -294,8 +312,11 @@ def saved_as_shown(model: dict, path: str = "", contents_manager=None, **kwargs)
                     "text/html": shown + SAVED_NOTE,
                     "text/plain": _plain(shown + SAVED_NOTE),
                 }
-            else:  # a quiz: the static quiz it carries
-                output["data"] = {k: v for k, v in data.items() if k != WIDGET_VIEW}
+            else:  # a quiz: the static quiz it carries, as a picture of it
+                kept = {k: v for k, v in data.items() if k != WIDGET_VIEW}
+                if "text/html" in kept:
+                    kept["text/html"] = _inert(_text(kept["text/html"])) + QUIZ_NOTE
+                output["data"] = kept
             output.setdefault("metadata", {})["transformer_course"] = {
                 "saved_from": model_id
             }
