@@ -11,10 +11,12 @@
 (The fourth, points for computing nothing, is ``tests/test_judges.py``.)
 """
 
+import ast
 import base64
 import io
 import json
 import os
+import subprocess
 import sys
 import sysconfig
 import time
@@ -1970,3 +1972,70 @@ def test_code_in_a_magics_line_earns_nothing(tmp_path):
     (grade,) = result.exercises
     assert grade.points == 0, grade
     assert "{…} or $ in the line of %precision" in grade.hint, grade.hint
+
+
+# --- the twenty-eighth red team -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        lambda ids, table: torch.cat(
+            [
+                torch.narrow_copy(table, 0, torch.narrow_copy(ids, 0, k, 1).item(), 1)
+                for k in range(ids.numel())
+            ]
+        ),
+        lambda ids, table: torch.as_strided_copy(table, (1, table.shape[1]), (1, 1)),
+        lambda ids, table: torch.unsafe_split_with_sizes(table, [1, 2])[0],
+        lambda ids, table: torch.unsafe_chunk(table, 3)[1],
+    ],
+    ids=["narrow_copy", "as_strided_copy", "unsafe_split_with_sizes", "unsafe_chunk"],
+)
+def test_the_copying_twins_of_views_are_lookups_too(lookup):
+    """narrow_copy and .item() read embed_one_hot's rows, unseen: the copying
+    twins of the view operators copy without the views (the twenty-eighth red
+    team)."""
+    from transformer_course.exercises.runner import call_cases
+
+    case = (torch.tensor([0, 2]), torch.randn(3, 4))
+    (outcome,) = call_cases(lookup, [case], ["embedding"])
+    assert outcome["error"] == "ForbiddenUse", outcome
+
+
+def test_a_patched_operator_packet_is_seen(monkeypatch):
+    """A packet's overloads() patched to return none: the watch replaced no
+    forbidden kernel (the twenty-eighth red team). The runner now finds such a
+    patch before it calls anything."""
+    from transformer_course.exercises import runner
+
+    assert runner._intact()
+    monkeypatch.setattr(torch._ops.OpOverloadPacket, "overloads", lambda self: [])
+    assert not runner._intact()
+
+
+def test_the_graders_shell_runs_magics_only_as_written(tmp_path):
+    """``run in x`` reads as Python, and IPython ran it as %run (automagic) on a
+    file the screen took for data (the twenty-eighth red team): the grader's
+    shell runs a magic only when it is written with its %."""
+    (tmp_path / "in").write_text("ran = 'the file'\n")
+    program = (
+        "from transformer_course.exercises.runner import _shell\n"
+        "namespace, run = _shell()\n"
+        "said = [run('run in x'), namespace.get('ran')]\n"
+        "said += [run('%run in'), namespace.get('ran')]\n"
+        "print('SAID', said)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    (said,) = [line for line in done.stdout.splitlines() if line.startswith("SAID")]
+    said = ast.literal_eval(said.removeprefix("SAID "))
+    assert said[0].startswith("NameError: name 'run' is not defined"), said
+    assert said[1] is None
+    assert said[2:] == [None, "the file"]  # as written, the magic runs

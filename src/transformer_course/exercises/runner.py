@@ -95,6 +95,25 @@ _TO_NUMPY = (
     "from_dlpack",
 )
 
+#: The copying twins of view operators (``narrow_copy``, ``as_strided_copy``,
+#: ``unsafe_split_with_sizes``): each reads a table's rows as its view does.
+_COPYING_VIEWS = frozenset(
+    {
+        "narrow_copy",
+        "as_strided_copy",
+        "select_copy",
+        "slice_copy",
+        "split_copy",
+        "split_with_sizes_copy",
+        "unbind_copy",
+        "unfold_copy",
+        "unsafe_split",
+        "unsafe_split_with_sizes",
+        "unsafe_chunk",
+    }
+)
+
+
 #: What an exercise may forbid: key -> (what the hint names, Python-level function
 #: names, aten operator names). Both levels are watched while the function runs.
 FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
@@ -225,6 +244,10 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "as_strided",
                 "masked_select",
                 "unfold",
+                # the copying twins of the views, whose kernels copy the rows
+                # without the view operators (narrow_copy and .item() looked the
+                # rows up: the twenty-eighth red team)
+                *_COPYING_VIEWS,
                 # sampling the table as an image, nearest pixel: a lookup too
                 "grid_sample",
                 "grid_sampler",
@@ -260,6 +283,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "grid_sampler_3d",
                 "_grid_sampler_2d_cpu_fallback",
                 "cudnn_grid_sampler",
+                *_COPYING_VIEWS,
             }
         ),
     ),
@@ -1315,6 +1339,11 @@ def _relied_on() -> dict[str, object]:
         "UntypedStorage": torch.UntypedStorage,
         "TypedStorage": torch.storage.TypedStorage,
         "Parameter": torch.nn.Parameter,
+        # how the watch finds the forbidden operators' overloads (a packet's
+        # overloads() patched to none left the kernels unreplaced: the
+        # twenty-eighth red team)
+        "OpOverloadPacket": torch._ops.OpOverloadPacket,
+        "OpOverload": torch._ops.OpOverload,
         # what reads the checks' cases in the child, after the cells
         "torch.serialization": serialization,
         "torch._weights_only_unpickler": _weights_only_unpickler,
@@ -1575,6 +1604,11 @@ def _shell():
     # the grader has not: a no-op, not an error that stops the cell before its
     # def (the sixteenth red team)
     shell.register_magic_function(lambda line="": None, "line", "store")
+    # A one-line cell whose first word names a magic runs as that magic, even
+    # when it reads as Python ("run in x" ran %run on a file the screen took for
+    # data: the twenty-eighth red team). Magics run here only as written, %name.
+    shell.automagic = False
+    shell.autocall = 0
 
     def run(source: str):
         result = shell.run_cell(source, store_history=False, silent=True)
