@@ -1946,7 +1946,7 @@ def test_a_module_is_screened_as_python_decodes_it(tmp_path, monkeypatch):
     (tmp_path / "helper_prompts.py").write_text(">>> x = 1\n... ;pass\n")
     (tmp_path / "helper_plain.py").write_text("def f(x):\n    return x\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    finder = _ScreenedImports([str(tmp_path)])
+    finder = _ScreenedImports([str(tmp_path)], [])
     with pytest.raises(ImportError, match="holds import os"):
         finder.find_spec("helper_utf7")
     with pytest.raises(ImportError, match="does not parse"):
@@ -2039,3 +2039,28 @@ def test_the_graders_shell_runs_magics_only_as_written(tmp_path):
     assert said[0].startswith("NameError: name 'run' is not defined"), said
     assert said[1] is None
     assert said[2:] == [None, "the file"]  # as written, the magic runs
+
+
+def test_the_environment_inside_a_writable_folder_is_not_screened(
+    tmp_path, monkeypatch
+):
+    """CI's checkout, and so its virtual environment, lives in /tmp, which is
+    the sandbox's writable tmpfs (the environment is bound read-only inside
+    it): IPython's own modules were screened as a learner's, refused, and every
+    screened job died. A module is screened when it is in the job's folder, or
+    anywhere but the folders Python imported from before the cells ran."""
+    from transformer_course.exercises.runner import _ScreenedImports
+
+    environment, job = tmp_path / "site-packages", tmp_path / "job0"
+    environment.mkdir()
+    job.mkdir()
+    (environment / "library_module_x.py").write_text("import os\n")
+    (job / "learner_module_x.py").write_text("import os\n")
+    (tmp_path / "elsewhere_module_x.py").write_text("import os\n")
+    for folder in (environment, job, tmp_path):
+        monkeypatch.syspath_prepend(str(folder))
+    finder = _ScreenedImports([str(job)], [str(environment)])
+    assert finder.find_spec("library_module_x") is None  # left to Python
+    for name in ("learner_module_x", "elsewhere_module_x"):
+        with pytest.raises(ImportError, match="holds import os"):
+            finder.find_spec(name)

@@ -1530,12 +1530,22 @@ class _ScreenedImports(importlib.abc.MetaPathFinder):
     opens a file: the twenty-sixth red team rewrote such a module, imported it,
     and ran code no cell could hold). Compiled modules from there are refused."""
 
-    def __init__(self, folders: Sequence[str]):
-        self.folders = tuple(os.path.realpath(f) for f in folders)
+    def __init__(self, own: Sequence[str], environment: Sequence[str]):
+        """``own``: the job's folders; ``environment``: the folders Python
+        imported from before any cell ran (the standard library, site-packages),
+        which may lie inside a writable one (a checkout in /tmp)."""
+        self.own = tuple(os.path.realpath(f) for f in own)
+        self.environment = tuple(os.path.realpath(f) for f in environment)
 
     def _writable(self, path: str) -> bool:
+        """Whether a module at ``path`` is one the job could have written: in
+        its own folders, or anywhere but the environment's."""
         real = os.path.realpath(path)
-        return any(real == f or real.startswith(f + os.sep) for f in self.folders)
+
+        def inside(folders):
+            return any(real == f or real.startswith(f + os.sep) for f in folders)
+
+        return inside(self.own) or not inside(self.environment)
 
     def find_spec(self, name, path=None, target=None):
         spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -2080,8 +2090,8 @@ def _child(
     sys.addaudithook(_no_new_audit_hooks)
     os.chdir(work)
     if forbidden:  # what the job may write, screened as it is imported
-        folders = [str(work.parent), tempfile.gettempdir(), "/dev/shm"]
-        sys.meta_path.insert(0, _ScreenedImports(folders))
+        environment = [p for p in sys.path if p and os.path.isdir(p)]
+        sys.meta_path.insert(0, _ScreenedImports([str(work)], environment))
     # a kernel imports from its working folder (a module a cell wrote with
     # %%writefile); the runner runs isolated (-I), so the folder is added where
     # a kernel has it: after the standard library, before site-packages
