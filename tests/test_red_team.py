@@ -1989,8 +1989,25 @@ def test_code_in_a_magics_line_earns_nothing(tmp_path):
         lambda ids, table: torch.as_strided_copy(table, (1, table.shape[1]), (1, 1)),
         lambda ids, table: torch.unsafe_split_with_sizes(table, [1, 2])[0],
         lambda ids, table: torch.unsafe_chunk(table, 3)[1],
+        # the twenty-ninth red team: a diagonal with an offset, nearest-pixel
+        # resampling and strided pooling read row i too
+        lambda ids, table: table.unsqueeze(0).diagonal(2, 0, 1).T,
+        lambda ids, table: torch.nn.functional.interpolate(
+            table.T.unsqueeze(0), scale_factor=1 / 5, mode="nearest-exact"
+        ),
+        lambda ids, table: torch.nn.functional.max_pool1d(
+            table.T.unsqueeze(0), kernel_size=1, stride=2
+        ),
     ],
-    ids=["narrow_copy", "as_strided_copy", "unsafe_split_with_sizes", "unsafe_chunk"],
+    ids=[
+        "narrow_copy",
+        "as_strided_copy",
+        "unsafe_split_with_sizes",
+        "unsafe_chunk",
+        "diagonal",
+        "interpolate",
+        "max_pool1d",
+    ],
 )
 def test_the_copying_twins_of_views_are_lookups_too(lookup):
     """narrow_copy and .item() read embed_one_hot's rows, unseen: the copying
@@ -2019,11 +2036,17 @@ def test_the_graders_shell_runs_magics_only_as_written(tmp_path):
     file the screen took for data (the twenty-eighth red team): the grader's
     shell runs a magic only when it is written with its %."""
     (tmp_path / "in").write_text("ran = 'the file'\n")
+    (tmp_path / "setup.py").write_text("open('installed', 'w')\n")
     program = (
+        "import os\n"
         "from transformer_course.exercises.runner import _shell\n"
         "namespace, run = _shell()\n"
         "said = [run('run in x'), namespace.get('ran')]\n"
         "said += [run('%run in'), namespace.get('ran')]\n"
+        # pip and shell commands do nothing (the twenty-ninth red team ran a
+        # setup.py with %pip install .)
+        "said += [run('%pip install .'), run('!pip install .')]\n"
+        "said += [os.path.exists('installed')]\n"
         "print('SAID', said)\n"
     )
     done = subprocess.run(
@@ -2038,7 +2061,8 @@ def test_the_graders_shell_runs_magics_only_as_written(tmp_path):
     said = ast.literal_eval(said.removeprefix("SAID "))
     assert said[0].startswith("NameError: name 'run' is not defined"), said
     assert said[1] is None
-    assert said[2:] == [None, "the file"]  # as written, the magic runs
+    assert said[2:4] == [None, "the file"]  # as written, the magic runs
+    assert said[4:] == [None, None, False]
 
 
 def test_the_environment_inside_a_writable_folder_is_not_screened(
@@ -2064,3 +2088,23 @@ def test_the_environment_inside_a_writable_folder_is_not_screened(
     for name in ("learner_module_x", "elsewhere_module_x"):
         with pytest.raises(ImportError, match="holds import os"):
             finder.find_spec(name)
+
+
+def test_ctc_losss_log_sum_exp_is_a_softmax_too():
+    """CTC's forward pass adds in log space, stably: with the scores on a
+    label's steps it gives a row's log-sum-exp, and exp(x - lse) a softmax whose
+    maximum the learner never subtracted (the twenty-ninth red team)."""
+    from transformer_course.exercises.runner import call_cases
+
+    def via_ctc(x):
+        steps = x.shape[-1]
+        log_probs = torch.full((steps, 1, 2), -torch.inf)
+        log_probs[:, 0, 1] = x[0]
+        log_probs[:, 0, 0] = 0.0
+        loss = torch.nn.functional.ctc_loss(
+            log_probs, torch.tensor([[1]]), [steps], [1], reduction="sum"
+        )
+        return torch.exp(x + loss)
+
+    (outcome,) = call_cases(via_ctc, [(torch.randn(1, 4),)], ["softmax"])
+    assert outcome["error"] == "ForbiddenUse", outcome

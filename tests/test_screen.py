@@ -55,6 +55,10 @@ REFUSED = {
     "a file helper": "import matplotlib.cbook as c\nc.open_file_cm('h.py', 'w')",
     "allow_pickle": "np.load(path, allow_pickle=True)",
     "torch's registry": "torch.serialization.register_package(1, f, g)",
+    # the twenty-ninth red team: pip running a setup.py the screen read as a cell
+    "%pip install .": "%pip install -q --no-build-isolation .",
+    "%pip install a path": "%pip install ./helpers",
+    "%pip install -e": "%pip install -e helpers",
     "local module": "import helpers_i_wrote",
     "relative import": "from . import x",
     "star import": "from torch import *",
@@ -324,6 +328,11 @@ def test_the_notebook_reads_the_cells_its_kernel_ran(monkeypatch):
         "%%time\nd = {'a': 1}",
         "x = torch.ones(3)\nx.requires_grad = True",
         "%precision 3",
+        "%pip install -q tqdm",
+        "%pip install -q git+https://github.com/transformer-course/transformer-course",
+        # a local variable named like a module (the twenty-ninth red team's
+        # honest answer was refused)
+        "def f(x):\n    signal = x.max()\n    return x - signal",
     ],
 )
 def test_braces_where_ipython_does_not_expand_them_are_allowed(source):

@@ -97,6 +97,67 @@ _TO_NUMPY = (
 
 #: The copying twins of view operators (``narrow_copy``, ``as_strided_copy``,
 #: ``unsafe_split_with_sizes``): each reads a table's rows as its view does.
+#: Operators that read chosen rows of a table under other names: a diagonal
+#: with an offset (row i of the (1, V, D) view), nearest or whole-pixel
+#: resampling and strided pooling (a pixel i picked by its scale or stride) (the
+#: twenty-ninth red team).
+_ROW_READERS = frozenset(
+    {
+        "diagonal",
+        "diagonal_copy",
+        "diag",
+        "linalg_diagonal",
+        "interpolate",
+        "upsample",
+        "upsample_nearest",
+        "upsample_bilinear",
+        "upsample_nearest1d",
+        "upsample_nearest2d",
+        "upsample_nearest3d",
+        "_upsample_nearest_exact1d",
+        "_upsample_nearest_exact2d",
+        "_upsample_nearest_exact3d",
+        "upsample_linear1d",
+        "upsample_bilinear2d",
+        "upsample_bicubic2d",
+        "upsample_trilinear3d",
+        "_upsample_bilinear2d_aa",
+        "_upsample_bicubic2d_aa",
+        "max_pool1d",
+        "max_pool2d",
+        "max_pool3d",
+        "max_pool1d_with_indices",
+        "max_pool2d_with_indices",
+        "max_pool3d_with_indices",
+        "avg_pool1d",
+        "avg_pool2d",
+        "avg_pool3d",
+        "adaptive_avg_pool1d",
+        "adaptive_avg_pool2d",
+        "adaptive_avg_pool3d",
+        "_adaptive_avg_pool2d",
+        "_adaptive_avg_pool3d",
+        "adaptive_max_pool1d",
+        "adaptive_max_pool2d",
+        "adaptive_max_pool3d",
+        "fractional_max_pool2d",
+        "fractional_max_pool3d",
+        "lp_pool1d",
+        "lp_pool2d",
+        "max_unpool1d",
+        "max_unpool2d",
+        "pixel_unshuffle",
+        "channel_shuffle",
+        "native_channel_shuffle",
+    }
+)
+
+def _aten_operators(names: frozenset[str]) -> frozenset[str]:
+    """Those of ``names`` that are aten operators (the others are Python
+    functions only, which the function mode sees by name)."""
+    return frozenset(name for name in names if hasattr(torch.ops.aten, name))
+
+
 _COPYING_VIEWS = frozenset(
     {
         "narrow_copy",
@@ -133,6 +194,10 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "logcumsumexp",
                 "logaddexp",
                 "logaddexp2",
+                # CTC's forward pass adds in log space, stably: a log-sum-exp
+                # with its scores placed on a label's steps (the twenty-ninth
+                # red team)
+                "ctc_loss",
                 *_TO_NUMPY,
             }
         ),
@@ -143,6 +208,9 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "_logcumsumexp",
                 "logaddexp",
                 "logaddexp2",
+                "ctc_loss",
+                "_ctc_loss",
+                "_cudnn_ctc_loss",
                 "_softmax",
                 "_log_softmax",
                 "_safe_softmax",
@@ -248,6 +316,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 # without the view operators (narrow_copy and .item() looked the
                 # rows up: the twenty-eighth red team)
                 *_COPYING_VIEWS,
+                *_ROW_READERS,
                 # sampling the table as an image, nearest pixel: a lookup too
                 "grid_sample",
                 "grid_sampler",
@@ -283,7 +352,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "grid_sampler_3d",
                 "_grid_sampler_2d_cpu_fallback",
                 "cudnn_grid_sampler",
-                *_COPYING_VIEWS,
+                *_aten_operators(_COPYING_VIEWS | _ROW_READERS),
             }
         ),
     ),
@@ -1614,6 +1683,12 @@ def _shell():
     # the grader has not: a no-op, not an error that stops the cell before its
     # def (the sixteenth red team)
     shell.register_magic_function(lambda line="": None, "line", "store")
+    # Nothing can be installed while grading (no network), and "%pip install ."
+    # ran a setup.py the screen had read as a cell, with its hidden code (the
+    # twenty-ninth red team): pip and the shell's commands do nothing here.
+    shell.register_magic_function(lambda line="": None, "line", "pip")
+    shell.system = lambda command="": None
+    shell.getoutput = lambda command="", split=True, depth=0: []
     # A one-line cell whose first word names a magic runs as that magic, even
     # when it reads as Python ("run in x" ran %run on a file the screen took for
     # data: the twenty-eighth red team). Magics run here only as written, %name.

@@ -394,7 +394,10 @@ ALLOWED_CELL_MAGICS = frozenset({"time", "timeit", "prun", "capture", "writefile
 #: every other one has ``{...}`` and ``$name`` in it evaluated first.
 _NOT_EXPANDED = frozenset({"time", "timeit", "prun"})
 #: The shell commands allowed (``!pip install tqdm``, a Colab habit).
-_PIP_INSTALL = re.compile(r"\s*pip install(\s+-q|\s+--quiet)?(\s+[\w.\-\[\],=<>]+)+\s*")
+_PIP_INSTALL = re.compile(
+    r"\s*pip install(\s+-q|\s+--quiet)?"
+    r"(\s+(?:[A-Za-z0-9][\w.\-\[\],=<>]*|git\+https://[\w.\-/@]+))+\s*"
+)
 #: ``%config`` of the inline figures only.
 _INLINE_CONFIG = re.compile(r"\s*InlineBackend\.\w+\s*=\s*(['\"])[\w\-]+\1\s*")
 
@@ -788,6 +791,50 @@ class _Reader:
             and defaults < len(arguments.posonlyargs + arguments.args)
         )
 
+    def _local(self, node: ast.Name) -> bool:
+        """Whether ``node`` reads a local variable of the function around it (a
+        parameter, or a name the function assigns, declared neither global nor
+        nonlocal): the learner's own ``signal``, not a module bound by others
+        (refused by the twenty-ninth red team's honest answer)."""
+        scope = self.parents.get(id(node))
+        while scope is not None and not isinstance(
+            scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+        ):
+            scope = self.parents.get(id(scope))
+        if scope is None:
+            return False
+        arguments = scope.args
+        parameters = {
+            a.arg
+            for a in [
+                *arguments.posonlyargs,
+                *arguments.args,
+                *arguments.kwonlyargs,
+                *filter(None, [arguments.vararg, arguments.kwarg]),
+            ]
+        }
+        if node.id in parameters:
+            return True
+        body = scope.body if isinstance(scope.body, list) else [scope.body]
+        assigned, declared = False, False
+        todo = list(body)
+        while todo:
+            inner = todo.pop()
+            if isinstance(inner, ast.Global | ast.Nonlocal) and node.id in inner.names:
+                declared = True
+            if (
+                isinstance(inner, ast.Name)
+                and inner.id == node.id
+                and isinstance(inner.ctx, ast.Store)
+            ):
+                assigned = True
+            if not isinstance(
+                inner,
+                ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef,
+            ):
+                todo.extend(ast.iter_child_nodes(inner))
+        return assigned and not declared
+
     def first(self, tree: ast.AST) -> tuple[int, str] | None:
         self.parents = {
             id(child): node
@@ -847,6 +894,10 @@ class _Reader:
                 return 1, f"%load_ext {line_text.strip()}"
             if name == "config":
                 return None if _INLINE_CONFIG.fullmatch(line_text) else (1, "%config")
+            if name == "pip" and not _PIP_INSTALL.fullmatch(f"pip {line_text}"):
+                # packages by name only: "install ." ran a setup.py the screen
+                # had read as a cell (the twenty-ninth red team)
+                return 1, f"%pip {line_text.strip()[:60]}"
             if name == "prun" and line_text.lstrip().startswith("-"):
                 return 1, "%prun with options"
             if name not in ("time", "timeit", "prun"):
@@ -959,7 +1010,11 @@ class _Reader:
                     return f"{module}{attribute}"
             if node.id in DENIED_NAMES:
                 return f"{node.id}"
-            if node.id in DENIED_MODULE_NAMES and isinstance(node.ctx, ast.Load):
+            if (
+                node.id in DENIED_MODULE_NAMES
+                and isinstance(node.ctx, ast.Load)
+                and not self._local(node)
+            ):
                 return f"the module {node.id}"
             if node.id in ("setattr", "delattr"):
                 return node.id

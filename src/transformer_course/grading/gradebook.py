@@ -1284,7 +1284,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"could not grade {args.assignment}: no gradebook at {missing} (check "
             "--db, or db_url in nbgrader_config.py; nbgrader makes the gradebook "
-            "when it adds students or makes the assignment)",
+            "when it adds students or makes the assignment: nbgrader "
+            f"generate_assignment {args.assignment})",
             file=sys.stderr,
         )
         return 2
