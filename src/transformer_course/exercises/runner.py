@@ -152,6 +152,7 @@ _ROW_READERS = frozenset(
     }
 )
 
+
 def _aten_operators(names: frozenset[str]) -> frozenset[str]:
     """Those of ``names`` that are aten operators (the others are Python
     functions only, which the function mode sees by name)."""
