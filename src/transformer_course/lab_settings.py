@@ -122,12 +122,17 @@ def install(prefix: str | os.PathLike = sys.prefix) -> Path:
         merged[plugin] = {**merged.get(plugin, {}), **settings}
     if merged == current and path.exists():
         return path
+    return _write_json(path, merged)
+
+
+def _write_json(path: Path, data: dict) -> Path:
+    """``data`` into ``path``, written whole, then renamed: a crash never
+    leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    # written whole, then renamed: a crash never leaves half a file
     with tempfile.NamedTemporaryFile(
         "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
     ) as file:
-        json.dump(merged, file, indent=2)
+        json.dump(data, file, indent=2)
         file.write("\n")
     os.replace(file.name, path)
     return path
@@ -193,15 +198,7 @@ def install_nbgrader_config(prefix: str | os.PathLike = sys.prefix) -> Path:
     ):
         return path  # already long enough (or, below 0, no limit at all)
     execute["timeout"] = VALIDATE_TIMEOUT
-    merged = {**current, "Execute": execute}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, delete=False, suffix=".tmp"
-    ) as file:
-        json.dump(merged, file, indent=2)
-        file.write("\n")
-    os.replace(file.name, path)
-    return path
+    return _write_json(path, {**current, "Execute": execute})
 
 
 # --- the server extension: widgets saved as they are shown -----------------------

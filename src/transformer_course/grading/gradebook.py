@@ -626,14 +626,7 @@ class _NotebookJob:
         }
         step.preprocess(nbformat.v4.new_notebook(), resources)
         self.gradebook.db.expire_all()
-        submission = self.gradebook.find_submission(self.assignment, self.student)
-        notebook = self.gradebook.find_submission_notebook(
-            self.name, self.assignment, self.student
-        )
-        return (
-            float(submission.total_seconds_late or 0.0),
-            float(notebook.late_submission_penalty or 0.0),
-        )
+        return self._recorded_lateness()
 
     def zero_rows(self, status: str, hint: str) -> list[ClassRow]:
         """Every autograded cell of the notebook scores 0, for one reason."""
@@ -653,7 +646,7 @@ class _NotebookJob:
         """The rows of the score the gradebook holds, with the lateness and
         penalty recorded with it (a kept score that lost its penalty in the CSV
         was worth more there than in nbgrader's own export)."""
-        late, penalty = self._earlier_lateness()
+        late, penalty = self._recorded_lateness()
         rows = []
         for g in self._grades().values():
             if g.cell_type == "code":
@@ -664,8 +657,8 @@ class _NotebookJob:
                 rows.append(row)
         return rows
 
-    def _earlier_lateness(self) -> tuple[float, float]:
-        """(seconds late, penalty) as the gradebook recorded them."""
+    def _recorded_lateness(self) -> tuple[float, float]:
+        """(seconds late, penalty) as the gradebook records them."""
         submission = self.gradebook.find_submission(self.assignment, self.student)
         notebook = self.gradebook.find_submission_notebook(
             self.name, self.assignment, self.student
@@ -679,7 +672,7 @@ class _NotebookJob:
         """The earlier score as it counts: "16", or "8 (16 less a late penalty
         of 8)"."""
         score = self._earlier_score()
-        _, penalty = self._earlier_lateness()
+        _, penalty = self._recorded_lateness()
         if not penalty:
             return f"{score:g}"
         return f"{score - penalty:g} ({score:g} less a late penalty of {penalty:g})"
