@@ -2108,3 +2108,134 @@ def test_ctc_losss_log_sum_exp_is_a_softmax_too():
 
     (outcome,) = call_cases(via_ctc, [(torch.randn(1, 4),)], ["softmax"])
     assert outcome["error"] == "ForbiddenUse", outcome
+
+
+# --- the thirtieth red team ---------------------------------------------------------
+
+_V, _D = 5, 3
+
+
+def _rows(read):
+    return lambda ids, table: torch.stack([read(table, int(i)) for i in ids])
+
+
+THIRTIETH = {
+    # embed_one_hot: a row read by an in-place twin, a storage move or cut, or
+    # an order statistic of the table with a monotone offset per row
+    "as_strided_": (
+        "embedding",
+        _rows(lambda t, i: t.clone().as_strided_((_D,), (1,), i * _D)),
+    ),
+    "set_ with an offset": (
+        "embedding",
+        _rows(lambda t, i: torch.empty(0).set_(t, i * _D, (_D,), (1,))),
+    ),
+    "resize_ of a flipped copy": (
+        "embedding",
+        _rows(
+            lambda t, i: (
+                t.flatten()
+                .flip(0)
+                .clone()
+                .resize_((_V - i) * _D)
+                .flip(0)
+                .clone()
+                .resize_(_D)
+            )
+        ),
+    ),
+    "kthvalue": (
+        "embedding",
+        _rows(
+            lambda t, i: (
+                torch.kthvalue(t + 1e4 * torch.arange(_V)[:, None], i + 1, dim=0).values
+                - 1e4 * i
+            )
+        ),
+    ),
+    "topk": (
+        "embedding",
+        _rows(
+            lambda t, i: (
+                torch.topk(
+                    t + 1e4 * torch.arange(_V)[:, None], i + 1, dim=0, largest=False
+                ).values.amax(0)
+                - 1e4 * i
+            )
+        ),
+    ),
+}
+
+
+def _running_log_add(step):
+    def softmax(x):
+        total = x[..., :1]
+        for j in range(1, x.shape[-1]):
+            total = step(total, x[..., j : j + 1])
+        return torch.exp(x - total)
+
+    return softmax
+
+
+THIRTIETH |= {
+    # stable_softmax: the stable two-way log-add under other names
+    "softplus": (
+        "softmax",
+        _running_log_add(lambda r, c: r + torch.nn.functional.softplus(c - r)),
+    ),
+    "logsigmoid": (
+        "softmax",
+        _running_log_add(lambda r, c: r - torch.nn.functional.logsigmoid(r - c)),
+    ),
+    "bce with logits": (
+        "softmax",
+        _running_log_add(
+            lambda r, c: (
+                r
+                + torch.nn.functional.binary_cross_entropy_with_logits(
+                    c - r, torch.zeros_like(r), reduction="none"
+                )
+            )
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(THIRTIETH))
+def test_the_thirtieth_red_teams_spellings_are_forbidden(name):
+    """Each computed the forbidden function's defining step under another
+    name (a row looked up; a stable log-sum-exp) and got full points."""
+    from transformer_course.exercises.runner import call_cases
+
+    key, function = THIRTIETH[name]
+    case = (
+        (torch.tensor([1, 3]), torch.randn(_V, _D))
+        if key == "embedding"
+        else (torch.randn(2, 4),)
+    )
+    (outcome,) = call_cases(function, [case], [key])
+    assert outcome["error"] == "ForbiddenUse", outcome
+
+
+def test_torchs_own_python_reimplementations_are_forbidden():
+    """The quantizable MultiheadAttention (a whole attention in Python) and
+    CrossMapLRN2d (a local response norm, which on the centred input is a
+    LayerNorm) call none of the forbidden operators (the thirtieth red team)."""
+    from torch.ao.nn.quantizable import MultiheadAttention
+
+    from transformer_course.exercises.runner import call_cases
+
+    def attention(q, k, v):
+        return MultiheadAttention(q.shape[-1], 1)(q, k, v, need_weights=False)[0]
+
+    def layer_norm(x):
+        d = x.shape[-1]
+        centred = x - x.mean(-1, keepdim=True)
+        norm = torch.nn.CrossMapLRN2d(size=2 * d + 1, alpha=(2 * d + 1) / d, k=1e-5)
+        return norm(centred.reshape(-1, d, 1, 1)).reshape(x.shape)
+
+    x = torch.randn(3, 1, 4)
+    (refused,) = call_cases(attention, [(x, x, x)], ["scaled_dot_product_attention"])
+    assert refused["error"] == "ForbiddenUse", refused
+    (refused,) = call_cases(layer_norm, [(torch.randn(2, 4),)], ["layer_norm"])
+    assert refused["error"] == "ForbiddenUse", refused

@@ -103,6 +103,16 @@ _TO_NUMPY = (
 #: twenty-ninth red team).
 _ROW_READERS = frozenset(
     {
+        # an order statistic is a row once a monotone offset orders the rows
+        # (kthvalue of table + 1e4 * row: the thirtieth red team), and a
+        # storage moved or cut (set_ with an offset, resize_) reads one too
+        "kthvalue",
+        "topk",
+        "sort",
+        "msort",
+        "median",
+        "nanmedian",
+        "mode",
         "diagonal",
         "diagonal_copy",
         "diag",
@@ -153,6 +163,25 @@ _ROW_READERS = frozenset(
 )
 
 
+#: Tensor methods that move or cut a tensor's storage (set_ with an offset is
+#: as_strided; resize_ of a flipped copy kept row i): watched where Python calls
+#: them, not as operators, which torch's own kernels call to size their outputs.
+_STORAGE_MOVES = frozenset({"set_", "resize_", "resize_as_"})
+
+#: Kernels that compute log(1 + e^x) stably, each a two-way log-sum-exp.
+_STABLE_LOG_ADDS = frozenset(
+    {
+        "softplus",
+        "log_sigmoid",
+        "logsigmoid",
+        "log_sigmoid_forward",
+        "binary_cross_entropy_with_logits",
+        "soft_margin_loss",
+        "multilabel_soft_margin_loss",
+    }
+)
+
+
 def _aten_operators(names: frozenset[str]) -> frozenset[str]:
     """Those of ``names`` that are aten operators (the others are Python
     functions only, which the function mode sees by name)."""
@@ -199,6 +228,9 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 # with its scores placed on a label's steps (the twenty-ninth
                 # red team)
                 "ctc_loss",
+                # the stable two-way log-add under other names: r + softplus(c -
+                # r) is logaddexp(r, c) (the thirtieth red team)
+                *_STABLE_LOG_ADDS,
                 *_TO_NUMPY,
             }
         ),
@@ -212,6 +244,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 "ctc_loss",
                 "_ctc_loss",
                 "_cudnn_ctc_loss",
+                *_aten_operators(_STABLE_LOG_ADDS),
                 "_softmax",
                 "_log_softmax",
                 "_safe_softmax",
@@ -318,6 +351,7 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
                 # rows up: the twenty-eighth red team)
                 *_COPYING_VIEWS,
                 *_ROW_READERS,
+                *_STORAGE_MOVES,
                 # sampling the table as an image, nearest pixel: a lookup too
                 "grid_sample",
                 "grid_sampler",
@@ -461,6 +495,27 @@ def forbidden_message(key: str) -> str:
     return f"this exercise asks you not to use {FORBIDDEN[key][0]}"
 
 
+def _in_place(names: frozenset[str]) -> frozenset[str]:
+    """The in-place twins of ``names`` (``as_strided_`` of ``as_strided``)."""
+    return frozenset(f"{name}_" for name in names if not name.endswith("_"))
+
+
+def _with_in_place(names: frozenset[str]) -> frozenset[str]:
+    """``names`` and their in-place twins: the watch matches names exactly, and
+    ``as_strided_`` read a row as ``as_strided`` does (the thirtieth red team)."""
+    return names | _in_place(names)
+
+
+#: Torch's own Python re-implementations of a forbidden function, by module and
+#: qualified name: they call none of its operators (the thirtieth red team).
+#: The quantizable MultiheadAttention is a whole attention in Python, and
+#: CrossMapLRN2d a local response norm, which on the centred input is a LayerNorm.
+_REIMPLEMENTATIONS = (
+    ("torch.ao.nn.quantizable", "", "scaled_dot_product_attention"),
+    ("torch.nn.modules._functions", "CrossMapLRN2d", "layer_norm"),
+)
+
+
 def _is_course(module: str) -> bool:
     return module.split(".")[0] == COURSE_PACKAGE
 
@@ -474,9 +529,14 @@ class _Watch:
             raise ValueError(
                 f"forbidden: expected keys among {sorted(FORBIDDEN)}, got {sorted(unknown)}"
             )
-        self.functions = {n: k for k in keys for n in FORBIDDEN[k][1]}
-        self.ops = {n: k for k in keys for n in FORBIDDEN[k][2]}
+        self.functions = {n: k for k in keys for n in _with_in_place(FORBIDDEN[k][1])}
+        self.ops = {
+            n: k
+            for k in keys
+            for n in FORBIDDEN[k][2] | _aten_operators(_in_place(FORBIDDEN[k][2]))
+        }
         self.names = {**self.ops, **self.functions}
+        self.keys = frozenset(keys)
         self.prefixes = {n.strip("_"): k for n, k in self.names.items()}
         self.hits: list[str] = []
         self.course: list[str] = []  # course package code that ran
@@ -558,6 +618,13 @@ class _Watch:
                 return "compiled"
             if self.names and callee_module == "ctypes":
                 return "escape"  # native code, which no watch follows
+            for module, qualified, key in _REIMPLEMENTATIONS:
+                if (
+                    key in self.keys
+                    and callee_module.startswith(module)
+                    and frame.f_code.co_qualname.startswith(qualified)
+                ):
+                    return key
             if (
                 frame.f_globals is not globals()
                 and _is_course(callee_module)
