@@ -377,3 +377,37 @@ def test_the_private_tmp_is_mounted_before_folders_that_may_live_in_it(tmp_path)
     ]
     assert binds
     assert all(i > tmpfs_tmp for i in binds)
+
+
+@needs_bwrap
+def test_a_killed_grader_leaves_no_job_running(tmp_path):
+    """An instructor stopped the grader (timeout, Ctrl-C): the sandbox's runner
+    and the job it ran went on to their own deadline, unseen. The runner now
+    notices that nobody reads its pipe and ends, and the job with it."""
+    marker = uuid.uuid4().hex
+    source = (
+        "import subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', "
+        f"'{marker}'])\n"
+        "def build_char_vocab(text):\n    while True:\n        pass\n"
+    )
+    path = write(tmp_path, submission({"build_char_vocab": source}))
+    grader = subprocess.Popen(
+        [sys.executable, "-m", "transformer_course.grading.grade", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not alive(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert alive(marker), "the job never started"
+        grader.terminate()
+        grader.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while alive(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(marker)
+    finally:
+        grader.kill()
+        grader.wait()

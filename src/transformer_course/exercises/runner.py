@@ -2349,6 +2349,16 @@ def _drain(fd: int, into: bytearray, limit: int) -> bool:
             return False
 
 
+def _grader_gone(report_fd: int) -> bool:
+    """Whether nobody reads the grader's pipe any more: the grader is gone."""
+    watcher = select.poll()
+    watcher.register(report_fd, select.POLLERR | select.POLLHUP)
+    try:
+        return bool(watcher.poll(0))
+    except OSError:
+        return True
+
+
 def _run_job(plan: dict, number: int, job: dict, source: int, report_fd: int) -> dict:
     """Fork a child for one job, watch its deadlines, clean up after it."""
     # a folder of its own that no earlier cell can have made (the twenty-sixth
@@ -2419,6 +2429,11 @@ def _run_job(plan: dict, number: int, job: dict, source: int, report_fd: int) ->
             except OSError:  # the child closed its end: it will not call
                 to_send = b""
         polls += 1
+        if polls % 20 == 0 and _grader_gone(report_fd):
+            # the grader was killed (its sandbox's parent-death signal did not
+            # reach this PID 1: an instructor's Ctrl-C left the job running)
+            _kill_all_below(os.getpid(), pid)
+            os._exit(0)
         # As PID 1 of the sandbox, /proc lists only the sandbox's tasks: a cap on
         # its processes and threads, beside RLIMIT_NPROC (which refuses more)
         if os.getpid() == 1 and polls % 4 == 0 and _tasks() > plan["max_tasks"]:
