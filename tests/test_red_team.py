@@ -51,6 +51,18 @@ from transformer_course.grading.sandbox import (
 )
 
 
+def _grade_stable_softmax(tmp_path, source, **options):
+    """Chapter 2's stable_softmax, ``source`` as its solution cell, graded."""
+    notebook = submission({"stable_softmax": source}, chapter=2)
+    result = grade_notebook(
+        write(tmp_path, notebook, "02_attention.ipynb"),
+        only=["stable_softmax"],
+        **options,
+    )
+    (grade,) = result.exercises
+    return grade
+
+
 def run_probe(source: str, timeout: float = 20):
     """Run ``source`` (which defines ``probe()``) in a sandbox and call probe();
     (the job's status, what probe returned)."""
@@ -1264,11 +1276,7 @@ def test_a_cell_cannot_switch_the_forbidden_watch_off(tmp_path, tampering):
     source = _TAMPERING[tampering] + (
         "def stable_softmax(x):\n    return torch.softmax(x, dim=-1)\n"
     )
-    notebook = submission({"stable_softmax": source}, chapter=2)
-    result = grade_notebook(
-        write(tmp_path, notebook, "02_attention.ipynb"), only=["stable_softmax"]
-    )
-    (grade,) = result.exercises
+    grade = _grade_stable_softmax(tmp_path, source)
     assert grade.points == 0, (tampering, grade)
 
 
@@ -1316,11 +1324,7 @@ def test_replacing_deepcopy_does_not_hide_a_change_in_place(tmp_path):
         "    x.div_(x.sum(-1, keepdim=True))\n"
         "    return x\n"
     )
-    notebook = submission({"stable_softmax": source}, chapter=2)
-    result = grade_notebook(
-        write(tmp_path, notebook, "02_attention.ipynb"), only=["stable_softmax"]
-    )
-    (grade,) = result.exercises
+    grade = _grade_stable_softmax(tmp_path, source)
     assert grade.points < grade.max_points, grade
 
 
@@ -1684,17 +1688,6 @@ with open("progress.txt", "a") as progress:
     progress.write("call\\ndone\\n")
 os._exit(0)
 """,
-    # the channels opened again by their paths, as a library's file helper
-    # that opens a path would (the twenty-sixth red team wrote a pipe so)
-    "a forged result, through /proc/self/fd": PIPES
-    + """
-for fd in pipes(writable=True):
-    try:
-        with open(f"/proc/self/fd/{fd}", "wb") as handle:
-            handle.write(forged_frame("forged"))
-    except OSError as error:
-        assert error.errno == 6, error  # ENXIO: a socket cannot be opened so
-""",
     # the stages a runner waits for, written ahead of the child
     "progress written ahead": PIPES
     + """
@@ -1872,13 +1865,7 @@ def test_the_twenty_sixth_red_teams_attacks_earn_nothing(tmp_path, attack, scree
         ),
         "module": MODULE_WRITTEN_THEN_IMPORTED,
     }[attack]
-    notebook = submission({"stable_softmax": source}, chapter=2)
-    result = grade_notebook(
-        write(tmp_path, notebook, "02_attention.ipynb"),
-        only=["stable_softmax"],
-        screen=screened,
-    )
-    (grade,) = result.exercises
+    grade = _grade_stable_softmax(tmp_path, source, screen=screened)
     assert grade.points == 0, grade
     if attack == "module" and not screened:
         assert "the module helper holds import os" in grade.hint, grade.hint
@@ -1965,11 +1952,7 @@ def test_code_in_a_magics_line_earns_nothing(tmp_path):
         'code = "import torch"\n%precision {exec(code) or 3}\n\n\n'
         "def stable_softmax(x):\n    return torch.softmax(x, dim=-1)\n"
     )
-    notebook = submission({"stable_softmax": source}, chapter=2)
-    result = grade_notebook(
-        write(tmp_path, notebook, "02_attention.ipynb"), only=["stable_softmax"]
-    )
-    (grade,) = result.exercises
+    grade = _grade_stable_softmax(tmp_path, source)
     assert grade.points == 0, grade
     assert "{…} or $ in the line of %precision" in grade.hint, grade.hint
 
@@ -2239,3 +2222,41 @@ def test_torchs_own_python_reimplementations_are_forbidden():
     assert refused["error"] == "ForbiddenUse", refused
     (refused,) = call_cases(layer_norm, [(torch.randn(2, 4),)], ["layer_norm"])
     assert refused["error"] == "ForbiddenUse", refused
+
+
+REOPEN_BY_PATH = (
+    PIPES
+    + """
+refused = []
+for fd in pipes(writable=True):
+    try:
+        with open(f"/proc/self/fd/{fd}", "wb") as handle:
+            handle.write(forged_frame("forged"))
+        refused.append("opened")
+    except OSError as error:
+        refused.append(error.errno)
+def probe(x):
+    return refused
+"""
+)
+
+
+@needs_bwrap
+def test_no_channel_opens_again_by_its_path_inside_the_sandbox():
+    """A library's file helper opens a path: the twenty-sixth red team wrote a
+    pipe of the child's through /proc/self/fd. Each of the child's channels,
+    opened so from a cell, is refused (ENXIO: a socket), and the honest result
+    still comes back."""
+    import errno
+
+    job = {
+        "cells": [(0, REOPEN_BY_PATH)],
+        "function": "probe",
+        "forbidden": [],
+        "cases": [[(torch.ones(1),)]],
+    }
+    (result,) = Sandbox().run([job], 20)
+    assert result.status == "ok", result
+    (outcome,) = result.output["outcomes"][0]
+    assert outcome["value"], outcome  # the channels were found
+    assert set(outcome["value"]) == {errno.ENXIO}, outcome

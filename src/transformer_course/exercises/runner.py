@@ -1630,9 +1630,9 @@ class _HideCoursePackage(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def _load_screen():
     """The course's static screen of a module (:func:`.screen.screen_module`):
-    the package's own where the
-    runner is imported from it (a notebook), else ``screen.py`` beside this file
-    (the grader's sandbox, where the package is hidden)."""
+    the package's own where the runner is imported from it (a notebook), else
+    ``screen.py`` beside this file (the grader's sandbox, where the package is
+    hidden)."""
     if __package__:
         from .screen import screen_module
 
@@ -2338,9 +2338,7 @@ def _drain(fd: int, into: bytearray, limit: int) -> bool:
     while True:
         try:
             chunk = os.read(fd, 1 << 20)
-        except (BlockingIOError, InterruptedError):
-            return True
-        except OSError:
+        except OSError:  # nothing more now (EAGAIN), or the other end is gone
             return True
         if not chunk:
             return True
