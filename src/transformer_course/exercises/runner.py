@@ -403,6 +403,204 @@ FORBIDDEN["softmax"] = (
     FORBIDDEN["softmax"][2] | FORBIDDEN["scaled_dot_product_attention"][2],
 )
 
+#: The operators an exercise that forbids something may run, besides every
+#: operator torch tags pointwise (``add``, ``exp``, ``where``, ``masked_fill``):
+#: shaping and viewing, making and copying tensors, reductions, matrix products,
+#: building a one-hot (``scatter_``, ``index_put_``) and a mask (``tril``).
+#: Anything else is refused by name, whatever it computes: thirty red teams
+#: found a forbidden function under one more spelling each time (an order
+#: statistic, a pooling, a resampling, a loss), and a list of what is allowed
+#: ends that, where a list of what is not could only grow. The forbidden
+#: operators (:data:`FORBIDDEN`) are refused first, pointwise or not.
+_PLAIN_OPERATORS = frozenset(
+    {
+        # views and shapes
+        "view",
+        "_unsafe_view",
+        "_reshape_alias",
+        "reshape",
+        "expand",
+        "expand_as",
+        "permute",
+        "transpose",
+        "t",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "unflatten",
+        "movedim",
+        "alias",
+        "detach",
+        "lift_fresh",
+        "lift_fresh_copy",
+        "view_as_real",
+        "_conj",
+        "resolve_conj",
+        "resolve_neg",
+        # making, copying and converting tensors
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "ones",
+        "ones_like",
+        "new_ones",
+        "full",
+        "full_like",
+        "new_full",
+        "fill",
+        "fill_",
+        "zero_",
+        "scalar_tensor",
+        "arange",
+        "linspace",
+        "eye",
+        "clone",
+        "contiguous",
+        "copy",
+        "copy_",
+        "_to_copy",
+        "to",
+        "_local_scalar_dense",
+        "is_nonzero",
+        "equal",
+        "resize_",  # an out= argument's, by torch's own kernels
+        "cat",
+        "stack",
+        "repeat",
+        "tile",
+        "repeat_interleave",
+        "tril",
+        "triu",
+        "masked_fill_",
+        "where_",
+        "scatter",
+        "scatter_",
+        "index_put",
+        "index_put_",
+        "_index_put_impl_",
+        "nonzero",
+        "one_hot",
+        # reductions along a dimension
+        "sum",
+        "mean",
+        "nansum",
+        "nanmean",
+        "prod",
+        "amax",
+        "amin",
+        "max",
+        "min",
+        "aminmax",
+        "argmax",
+        "argmin",
+        "any",
+        "all",
+        "count_nonzero",
+        "var",
+        "var_mean",
+        "std",
+        "std_mean",
+        "norm",
+        "linalg_vector_norm",
+        "cumsum",
+        "cumprod",
+        "cummax",
+        "cummin",
+        # matrix products
+        "mm",
+        "bmm",
+        "addmm",
+        "baddbmm",
+        "addbmm",
+        "addmv",
+        "mv",
+        "dot",
+        "vdot",
+        "outer",
+        "matmul",
+        "_addmm_activation",
+        # dropout, which an honest block may keep
+        "native_dropout",
+        "bernoulli",
+        "bernoulli_",
+    }
+)
+
+#: Operators plain for every forbidden key but the lookup: reading chosen
+#: elements (``x[i]``, ``x[:, :n]``, a head's slice) is what ``embedding`` forbids.
+_READING_OPERATORS = frozenset(
+    {
+        "select",
+        "slice",
+        "index",
+        "narrow",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "tensor_split",
+        "index_select",
+        "gather",
+        "masked_select",
+        "diagonal",
+        "as_strided",
+        "slice_scatter",
+        "select_scatter",
+        "flip",
+        "roll",
+    }
+)
+
+#: Per forbidden key, what it allows besides the plain operators: attention
+#: may take torch's softmax (only the softmax exercises forbid it).
+_ALSO_ALLOWED: dict[str, frozenset[str]] = {
+    "embedding": frozenset(),
+    "softmax": _READING_OPERATORS,
+    "layer_norm": _READING_OPERATORS,
+    "scaled_dot_product_attention": _READING_OPERATORS
+    | {"_softmax", "_log_softmax", "_safe_softmax"},
+}
+
+
+def _pointwise_operators() -> frozenset[str]:
+    """The aten operators torch tags pointwise (``add``, ``exp``, ``where``)."""
+    names = set()
+    every = {
+        qualified.split("::")[1].split(".")[0]
+        for qualified in torch._C._dispatch_get_all_op_names()
+        if qualified.startswith("aten::")
+    }
+    for name in every:
+        packet = getattr(torch.ops.aten, name, None)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            if torch.Tag.pointwise in getattr(packet, overload).tags:
+                names.add(name)
+                break
+    return frozenset(names)
+
+
+_POINTWISE = _pointwise_operators()
+
+
+def allowed_operators(keys: Sequence[str]) -> frozenset[str] | None:
+    """The aten operators an exercise forbidding ``keys`` may run, or None
+    where none of its keys limits them (a whole block: ``transformer_layer``).
+    The forbidden operators themselves are refused before this list is read."""
+    limiting = [key for key in keys if key in _ALSO_ALLOWED]
+    if not limiting:
+        return None
+    also = frozenset.intersection(*(_ALSO_ALLOWED[key] for key in limiting))
+    plain = _PLAIN_OPERATORS | also
+    return _POINTWISE | plain | _in_place(plain)
+
+
 # torch's own Python re-implementations of its operators (references and
 # decompositions): a function there that starts with a forbidden name computes it.
 _TORCH_PYTHON = ("torch._refs", "torch._decomp", "torch._prims.")
@@ -492,7 +690,18 @@ def forbidden_message(key: str) -> str:
             "this exercise cannot check code compiled with torch.compile (its "
             "kernels run no operation the checks see): write it in plain PyTorch"
         )
+    if key.startswith(_OPERATOR):
+        name = key[len(_OPERATOR) :]
+        return (
+            f"this exercise's checks follow plain tensor arithmetic (elementwise "
+            f"operations, sums, maxima, matrix products, reshaping), and torch's "
+            f"{name!r} is not among them: write this step with those"
+        )
     return f"this exercise asks you not to use {FORBIDDEN[key][0]}"
+
+
+#: A hit's key for an operator outside :func:`allowed_operators`: "operator:kthvalue".
+_OPERATOR = "operator:"
 
 
 def _in_place(names: frozenset[str]) -> frozenset[str]:
@@ -536,6 +745,7 @@ class _Watch:
             for n in FORBIDDEN[k][2] | _aten_operators(_in_place(FORBIDDEN[k][2]))
         }
         self.names = {**self.ops, **self.functions}
+        self.allowed = allowed_operators(keys)
         self.keys = frozenset(keys)
         self.prefixes = {n.strip("_"): k for n, k in self.names.items()}
         self.hits: list[str] = []
@@ -545,10 +755,8 @@ class _Watch:
     def tables(self) -> tuple:
         """What the watch looks for, by value: compared before and after a call,
         since code that reaches the watch could empty its tables."""
-        return tuple(
-            frozenset(table.items())
-            for table in (self.functions, self.ops, self.names, self.prefixes)
-        )
+        tables = (self.functions, self.ops, self.names, self.prefixes)
+        return (*(frozenset(table.items()) for table in tables), self.allowed)
 
     def hit(self, key: str):
         if key not in self.hits:
@@ -576,7 +784,11 @@ class _Watch:
                 return False
 
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                key = watch.ops.get(func.overloadpacket.__name__)
+                name = func.overloadpacket.__name__
+                key = watch.ops.get(name)
+                allowed = watch.allowed
+                if key is None and allowed is not None and name not in allowed:
+                    key = _OPERATOR + name
                 if key is not None:
                     raise watch.hit(key)
                 return func(*args, **(kwargs or {}))
@@ -1521,9 +1733,16 @@ def _snapshot() -> dict:
 
 
 def _forbidden_now() -> tuple:
-    """The forbidden keys and names, by value (a cell could empty the dict)."""
+    """The forbidden keys and names, and the operators each key allows, by
+    value (a cell could empty the dict, or add to what is allowed)."""
     return tuple(
-        (key, text, tuple(sorted(functions)), tuple(sorted(ops)))
+        (
+            key,
+            text,
+            tuple(sorted(functions)),
+            tuple(sorted(ops)),
+            tuple(sorted(allowed_operators([key]) or ())),
+        )
         for key, (text, functions, ops) in sorted(FORBIDDEN.items())
     )
 

@@ -1,0 +1,315 @@
+"""An exercise that forbids a function runs only plain tensor arithmetic
+(issue 20, the thirty-first red team's fix).
+
+Thirty red teams each found a forbidden function under one more spelling (an
+order statistic, a pooling, a resampling, a stable log-add): a list of what is
+forbidden can only grow. The runner now also refuses, by name, every aten
+operator outside a list of what such an exercise needs
+(:func:`transformer_course.exercises.runner.allowed_operators`). These tests
+hold the list to both sides: the honest answers a learner writes, in many
+spellings, keep full marks; operators outside it are refused by name; and a
+cell cannot widen it.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from exercise_helpers import needs_bwrap, submission, write
+
+from transformer_course.exercises import chapter, runner
+from transformer_course.exercises.core import run_exercise
+from transformer_course.grading.grade import grade_notebook
+
+HONEST = {}
+HONEST[(1, "embed_one_hot")] = [
+    """def embed_one_hot(ids, table):
+    one_hot = torch.nn.functional.one_hot(ids, num_classes=table.shape[0])
+    return one_hot.to(table.dtype) @ table""",
+    """def embed_one_hot(ids, table):
+    V = table.shape[0]
+    oh = (ids.unsqueeze(-1) == torch.arange(V)).to(table.dtype)
+    return oh @ table""",
+    """def embed_one_hot(ids, table):
+    V, D = table.shape
+    oh = torch.zeros(*ids.shape, V, dtype=table.dtype)
+    oh.scatter_(-1, ids.unsqueeze(-1), 1.0)
+    return torch.matmul(oh, table)""",
+    """def embed_one_hot(ids, table):
+    V, D = table.shape
+    flat = ids.reshape(-1)
+    oh = torch.zeros(flat.numel(), V, dtype=table.dtype)
+    oh[torch.arange(flat.numel()), flat] = 1
+    return (oh @ table).reshape(*ids.shape, D)""",
+    """def embed_one_hot(ids, table):
+    oh = F.one_hot(ids, table.size(0)).type_as(table)
+    return torch.einsum("...v,vd->...d", oh, table)""",
+    """def embed_one_hot(ids, table):
+    oh = F.one_hot(ids, table.size(0)).double()
+    return (oh.unsqueeze(-1) * table.double()).sum(-2).to(table.dtype)""",
+    """def embed_one_hot(ids, table):
+    oh = F.one_hot(ids, len(table)).float()
+    return torch.tensordot(oh.to(table.dtype), table, dims=1)""",
+]
+HONEST[(2, "stable_softmax")] = [
+    """def stable_softmax(x):
+    shifted = x - x.max(dim=-1, keepdim=True).values
+    exps = shifted.exp()
+    return exps / exps.sum(dim=-1, keepdim=True)""",
+    """def stable_softmax(x):
+    m = torch.amax(x, dim=-1, keepdim=True)
+    e = torch.exp(x - m)
+    return e / torch.sum(e, -1, keepdim=True)""",
+    """def stable_softmax(x):
+    m, _ = x.max(-1)
+    e = (x - m[..., None]).exp()
+    return e / e.sum(-1)[..., None]""",
+    """def stable_softmax(x):
+    m = x.max(dim=-1, keepdim=True)[0]
+    z = x - m
+    log_norm = torch.log(torch.exp(z).sum(-1, keepdim=True))
+    return torch.exp(z - log_norm)""",
+    """def stable_softmax(x):
+    m = x.max(dim=-1, keepdim=True).values
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(x - m)
+    return e.div(e.sum(dim=-1, keepdim=True))""",
+    """def stable_softmax(x):
+    m = x.detach().max(-1, keepdim=True).values
+    e = (x - m).exp_()
+    e /= e.sum(-1, keepdim=True)
+    return e""",
+]
+HONEST[(2, "attention")] = [
+    """def attention(q, k, v):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    return torch.softmax(scores, dim=-1) @ v""",
+    """def attention(q, k, v):
+    d = q.size(-1)
+    s = torch.matmul(q, k.mT) / math.sqrt(d)
+    w = F.softmax(s, dim=-1)
+    return torch.matmul(w, v)""",
+    """def attention(q, k, v):
+    s = torch.einsum("...qd,...kd->...qk", q, k) * q.shape[-1] ** -0.5
+    w = s.softmax(-1)
+    return torch.einsum("...qk,...kd->...qd", w, v)""",
+    """def attention(q, k, v):
+    s = q @ k.transpose(-1, -2) / torch.tensor(q.shape[-1], dtype=q.dtype).sqrt()
+    s = s - s.max(-1, keepdim=True).values
+    w = s.exp() / s.exp().sum(-1, keepdim=True)
+    return w @ v""",
+]
+HONEST[(3, "multihead_forward")] = [
+    """def multihead_forward(x, W_qkv, W_o, n_heads):
+    q, k, v = (x @ W_qkv).chunk(3, dim=-1)
+    q, k, v = (split_heads(t, n_heads) for t in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    weights = torch.softmax(scores, dim=-1)
+    return merge_heads(weights @ v) @ W_o""",
+    """def multihead_forward(x, W_qkv, W_o, n_heads):
+    B, N, D = x.shape
+    d = D // n_heads
+    qkv = (x @ W_qkv).view(B, N, 3, n_heads, d).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), -1)
+    out = (w @ v).transpose(1, 2).reshape(B, N, D)
+    return out @ W_o""",
+    """def multihead_forward(x, W_qkv, W_o, n_heads):
+    B, N, D = x.shape
+    d = D // n_heads
+    q, k, v = torch.split(x @ W_qkv, D, dim=-1)
+    heads = []
+    for h in range(n_heads):
+        sl = slice(h * d, (h + 1) * d)
+        s = q[..., sl] @ k[..., sl].transpose(1, 2) / d ** 0.5
+        heads.append(F.softmax(s, dim=-1) @ v[..., sl])
+    return torch.cat(heads, dim=-1) @ W_o""",
+]
+HONEST[(4, "layer_norm")] = [
+    """def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta""",
+    """def layer_norm(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, unbiased=False)
+    return (x - mu) * torch.rsqrt(var + eps) * gamma + beta""",
+    """def layer_norm(x, gamma, beta, eps=1e-5):
+    var, mu = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+    return torch.addcmul(beta, gamma, (x - mu) / (var + eps).sqrt())""",
+    """def layer_norm(x, gamma, beta, eps=1e-5):
+    D = x.shape[-1]
+    mu = x.sum(-1, keepdim=True) / D
+    c = x - mu
+    var = (c * c).sum(-1, keepdim=True) / D
+    return c / (var + eps) ** 0.5 * gamma + beta""",
+    """def layer_norm(x, gamma, beta, eps=1e-5):
+    mu = x.mean(-1, keepdim=True)
+    sd = torch.sqrt(x.var(-1, keepdim=True, correction=0) + eps)
+    return gamma * ((x - mu) / sd) + beta""",
+]
+HONEST[(6, "attend_with_cache")] = [
+    """def attend_with_cache(q, k, v, k_cache, v_cache, length):
+    N, d = q.shape[-2:]
+    end = length + N
+    k_cache, v_cache = k_cache.clone(), v_cache.clone()
+    k_cache[:, :, length:end] = k
+    v_cache[:, :, length:end] = v
+    keys, values = k_cache[:, :, :end], v_cache[:, :, :end]
+    scores = q @ keys.transpose(-2, -1) / d**0.5
+    allowed = torch.ones(N, end, dtype=torch.bool, device=q.device).tril(length)
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return weights @ values, k_cache, v_cache""",
+    """def attend_with_cache(q, k, v, k_cache, v_cache, length):
+    N, d = q.shape[-2], q.shape[-1]
+    keys = torch.cat([k_cache[:, :, :length], k], dim=2)
+    values = torch.cat([v_cache[:, :, :length], v], dim=2)
+    k_new = torch.cat([keys, k_cache[:, :, length + N:]], dim=2)
+    v_new = torch.cat([values, v_cache[:, :, length + N:]], dim=2)
+    s = q @ keys.transpose(-2, -1) / math.sqrt(d)
+    i = torch.arange(N).unsqueeze(1) + length
+    j = torch.arange(length + N).unsqueeze(0)
+    s = torch.where(j <= i, s, torch.tensor(float("-inf"), dtype=s.dtype))
+    return F.softmax(s, -1) @ values, k_new, v_new""",
+    """def attend_with_cache(q, k, v, k_cache, v_cache, length):
+    N, d = q.shape[-2:]
+    end = length + N
+    kc = k_cache.clone(); vc = v_cache.clone()
+    kc.narrow(2, length, N).copy_(k)
+    vc.narrow(2, length, N).copy_(v)
+    s = q @ kc[:, :, :end].transpose(-2, -1) / d**0.5
+    mask = torch.triu(torch.ones(N, end, dtype=torch.bool), diagonal=length + 1)
+    s = s.masked_fill(mask, -torch.inf)
+    return s.softmax(-1) @ vc[:, :, :end], kc, vc""",
+]
+
+
+def split_heads(x, n_heads):
+    B, N, D = x.shape
+    return x.view(B, N, n_heads, D // n_heads).transpose(1, 2)  # (B, H, N, d)
+
+
+def merge_heads(x):
+    B, H, N, d = x.shape
+    return x.transpose(1, 2).reshape(B, N, H * d)  # (B, N, D)
+
+
+CASES = [
+    pytest.param(number, key, source, id=f"{key}-{i}")
+    for (number, key), sources in HONEST.items()
+    for i, source in enumerate(sources)
+]
+
+
+def _function(key, source):
+    namespace = {
+        "torch": torch,
+        "F": F,
+        "math": math,
+        "split_heads": split_heads,
+        "merge_heads": merge_heads,
+    }
+    exec(source, namespace)
+    return namespace[key]
+
+
+@pytest.mark.parametrize(("number", "key", "source"), CASES)
+def test_honest_spellings_keep_full_marks(number, key, source):
+    exercise = chapter(number).exercises[key]
+    report = run_exercise(exercise, _function(key, source))
+    assert report.score == pytest.approx(exercise.points), report.first_hint
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    ("number", "key", "index", "name"),
+    [
+        (1, "embed_one_hot", 2, "01_tokens.ipynb"),
+        (2, "stable_softmax", 3, "02_attention.ipynb"),
+        (4, "layer_norm", 2, "04_block.ipynb"),
+        (6, "attend_with_cache", 2, "06_gpt.ipynb"),
+    ],
+)
+def test_the_grader_gives_an_unusual_honest_spelling_full_marks(
+    tmp_path, number, key, index, name
+):
+    source = HONEST[(number, key)][index]
+    notebook = submission({key: source}, chapter=number)
+    result = grade_notebook(write(tmp_path, notebook, name), only=[key])
+    (grade,) = result.exercises
+    assert grade.points == pytest.approx(grade.max_points), grade
+
+
+OUTSIDE = {
+    # the norm as a distance to zero: cdist's own kernel (it scored 4 / 4)
+    "cdist": (
+        4,
+        "layer_norm",
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    c = x - x.mean(-1, keepdim=True)\n"
+        "    rows = c.reshape(-1, 1, c.shape[-1])\n"
+        "    norm = torch.cdist(rows, torch.zeros_like(rows)).reshape(c.shape[:-1] + (1,))\n"
+        "    return gamma * c / torch.sqrt(norm**2 / c.shape[-1] + eps) + beta\n",
+    ),
+    # a row picked by a sorted search of a monotone key (no operator listed)
+    "searchsorted": (
+        1,
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n"
+        "    V = table.shape[0]\n"
+        "    at = torch.searchsorted(torch.arange(V), ids)\n"
+        "    one_hot = (at.unsqueeze(-1) == torch.arange(V)).to(table.dtype)\n"
+        "    return one_hot @ table\n",
+    ),
+    "histc": (
+        2,
+        "stable_softmax",
+        "def stable_softmax(x):\n"
+        "    torch.histc(x.double(), bins=4)\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+        "    return e / e.sum(-1, keepdim=True)\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTSIDE))
+def test_an_operator_outside_the_list_is_refused_by_name(name):
+    number, key, source = OUTSIDE[name]
+    exercise = chapter(number).exercises[key]
+    report = run_exercise(exercise, _function(key, source))
+    assert report.score == 0
+    assert "plain tensor arithmetic" in report.first_hint
+    assert name in report.first_hint.replace("_cdist_forward", "cdist")
+
+
+def test_the_list_holds_no_forbidden_operator_and_no_row_reader_for_lookups():
+    for key, (_text, _functions, operators) in runner.FORBIDDEN.items():
+        allowed = runner.allowed_operators([key])
+        if allowed is not None:
+            # refused first anyway (softplus is pointwise); listed by hand, they
+            # would read as permitted
+            listed = allowed - runner._POINTWISE
+            assert not listed & (operators | runner._in_place(operators)), key
+    lookup = runner.allowed_operators(["embedding"])
+    assert not lookup & runner._READING_OPERATORS
+    assert {"kthvalue", "sort", "max_pool2d", "grid_sampler_2d", "roll"}.isdisjoint(
+        lookup
+    )
+    assert {"exp", "add", "where", "masked_fill"} <= lookup  # torch's pointwise tag
+    assert runner.allowed_operators(["transformer_layer"]) is None
+
+
+def test_a_cell_that_widens_the_list_switches_the_checks_off():
+    exercise = chapter(1).exercises["embed_one_hot"]
+    source = HONEST[(1, "embed_one_hot")][0]
+    saved = runner._ALSO_ALLOWED["embedding"]
+    try:
+        runner._ALSO_ALLOWED["embedding"] = saved | {"kthvalue"}
+        report = run_exercise(exercise, _function("embed_one_hot", source))
+    finally:
+        runner._ALSO_ALLOWED["embedding"] = saved
+    assert report.score == 0
+    assert "switch off" in report.first_hint
+    report = run_exercise(exercise, _function("embed_one_hot", source))
+    assert report.score == pytest.approx(exercise.points)
