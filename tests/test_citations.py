@@ -149,3 +149,61 @@ def test_every_work_in_the_bibliography_is_cited():
         for text in markdown(path):
             cited |= set(re.findall(r"\]\(#([a-z]+\d{0,4})\)", text))
     assert KEYS - cited == set(), f"never cited: {sorted(KEYS - cited)}"
+
+
+def _quiz_texts() -> list[tuple[str, str]]:
+    from transformer_course.exercises import CHAPTERS, chapter
+
+    return [
+        (f"{number}:{key}", text)
+        for number in CHAPTERS
+        for key, quiz in chapter(number).quizzes.items()
+        for text in (quiz.question, quiz.explanation, *getattr(quiz, "options", ()))
+    ]
+
+
+def test_quizzes_link_what_they_cite():
+    """A quiz cites as the exercise notebooks do, with Markdown links that the
+    quiz renders: a work by its URL, an equation by its chapter and anchor."""
+    chapters = {p.stem[:2]: p.name for p in (ROOT / "book").glob("0*.ipynb")}
+    unlinked, wrong, links = [], [], 0
+    for where, text in _quiz_texts():
+        prose = re.sub(r"\[[^\]\n]*\]\([^)\s]*\)", " ", text)
+        unlinked += [(where, m.group(0)) for m in CITED_AS.finditer(prose)]
+        unlinked += [(where, e) for e in re.findall(r"\beqs?\. \(\d\.\d\)", prose)]
+        for words, target in re.findall(r"\[([^\]\n]*)\]\(([^)\s]+)\)", text):
+            links += 1
+            if equation := re.fullmatch(r"[Ee]q\. \((\d)\.(\d)\)", words):
+                number, part = equation.groups()
+                want = f"../book/{chapters[f'0{number}']}#eq-{number}-{part}"
+                if target != want or f"eq-{number}-{part}" not in TAGS:
+                    wrong.append((where, words, target))
+            elif target not in URLS:
+                wrong.append((where, words, target))
+    assert not unlinked, f"citations that are not links: {unlinked}"
+    assert not wrong, f"links to the wrong place: {wrong}"
+    assert links >= 20
+
+
+def test_a_quizs_links_work_on_the_page_and_in_jupyterlab():
+    from transformer_course.exercises import chapter, quiz_html
+
+    quiz = chapter(4).quizzes["quiz_crossover"]
+    page = quiz.html()
+    assert "eq. (4.2)" in quiz.explanation
+    # the explanation is in the page's encoded payload, linked to the built page
+    assert (
+        quiz_html.linked(quiz.explanation).count(
+            '<a href="../book/04_block.html#eq-4-2" target="_blank"'
+        )
+        == 1
+    )
+    assert "[eq. (4.2)]" not in page
+    # in JupyterLab, the chapter notebook (no anchor there for an equation)
+    lab = quiz_html.linked(quiz.explanation, book=False)
+    assert '<a href="../book/04_block.ipynb" target="_blank"' in lab
+    assert quiz_html.unlinked("see [Turner](https://x.org) §2") == "see Turner §2"
+    assert quiz_html.linked("a <b> & [w](https://x.org/?a=1&b=2)") == (
+        'a &lt;b&gt; &amp; <a href="https://x.org/?a=1&amp;b=2" target="_blank" '
+        'rel="noopener">w</a>'
+    )

@@ -1,6 +1,5 @@
 """The exercise machinery: check engine, chapter-1 checks, widgets (headless)."""
 
-import html
 import sys
 from pathlib import Path
 
@@ -421,7 +420,9 @@ def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):
 
 def test_multiple_choice_quiz_grades_and_explains_on_request():
     box = chapter(1).quiz("quiz_layout")
-    explained = html.escape(QUIZZES["quiz_layout"].explanation)
+    # escaped, its citation a link (to the work itself)
+    explained = widgets.quiz_html.linked(QUIZZES["quiz_layout"].explanation, book=False)
+    assert '<a href="https://arxiv.org/abs/2304.10557"' in explained
     box.submit.click()
     assert "Choose an answer first" in box.feedback.value
     box.control.value = "(B, D, N)"

@@ -72,7 +72,8 @@ class ChapterExercises:
         """A summary of which exercises and quizzes pass in this kernel."""
         keys = [*self.exercises, *self.quizzes]
         titles = [e.title for e in self.exercises.values()] + [
-            f"Quiz: {q.question}" for q in self.quizzes.values()
+            f"Quiz: {widgets.quiz_html.unlinked(q.question)}"
+            for q in self.quizzes.values()
         ]  # the table shortens long ones at a word, the whole one its tooltip
         return widgets.progress_widget(keys, titles)
 

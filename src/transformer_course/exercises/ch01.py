@@ -606,10 +606,10 @@ EXERCISES: dict[str, Exercise] = {
 QUIZZES = {
     "quiz_layout": MultipleChoice(
         key="quiz_layout",
-        question="Turner writes the tokens of one sequence as a D×N matrix. What shape does the "
+        question="[Turner](https://arxiv.org/abs/2304.10557) writes the tokens of one sequence as a D×N matrix. What shape does the "
         "course's code use for a batch of B sequences?",
         explanation="The code keeps tokens as rows, with the batch first: (B, N, D). "
-        "Turner's X is the transpose of one (N, D) slice.",
+        "[Turner](https://arxiv.org/abs/2304.10557)'s X is the transpose of one (N, D) slice.",
         options=["(B, N, D)", "(B, D, N)", "(B × N, D)", "(D, N)"],
         answer=0,
     ),

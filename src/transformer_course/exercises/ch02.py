@@ -618,7 +618,7 @@ QUIZZES = {
     "quiz_axis": MultipleChoice(
         key="quiz_axis",
         question="In softmax(Q Kᵀ/√d_k) V with queries as rows, which numbers sum to 1?",
-        explanation="Each row: one query's weights over all keys. (In Turner's column layout, each column of A.)",
+        explanation="Each row: one query's weights over all keys. (In [Turner](https://arxiv.org/abs/2304.10557)'s column layout, each column of A.)",
         options=[
             "Each row: one query's weights over the keys",
             "Each column: one key's weights over the queries",

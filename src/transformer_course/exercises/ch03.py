@@ -407,7 +407,7 @@ QUIZZES = {
     "quiz_more_heads": MultipleChoice(
         key="quiz_more_heads",
         question="You double H at fixed D. What happens to the number of parameters?",
-        explanation="Nothing: each head gets narrower (d = D/H), so q, k, v and the output projection are still D×D in total (Turner, footnote 13).",
+        explanation="Nothing: each head gets narrower (d = D/H), so q, k, v and the output projection are still D×D in total ([Turner](https://arxiv.org/abs/2304.10557), footnote 13).",
         options=[
             "It stays the same",
             "It doubles: every head adds its own D×D query, key and value maps",
@@ -418,7 +418,7 @@ QUIZZES = {
     ),
     "quiz_rank": MultipleChoice(
         key="quiz_rank",
-        question="Turner writes multi-head attention as a sum over heads, Y = Σ_h V_h X A_h, whose D×D matrices V_h the course calls W_OV^h (the OV matrices). What is the largest possible rank of W_OV^h?",
+        question="[Turner](https://arxiv.org/abs/2304.10557) writes multi-head attention as a sum over heads, Y = Σ_h V_h X A_h, whose D×D matrices V_h the course calls W_OV^h (the OV matrices). What is the largest possible rank of W_OV^h?",
         explanation="W_OV^h is the head's value projection W_v^h (D×d) times its output block W_O^h (d×D), transposed: a product through only d dimensions, so its rank is at most d = D/H.",
         options=[
             "d = D/H",

@@ -799,10 +799,10 @@ EXERCISES: dict[str, Exercise] = {
 QUIZZES = {
     "quiz_norm_axis": MultipleChoice(
         key="quiz_norm_axis",
-        question="For tokens x of shape (B, N, D), what does LayerNorm (Turner's TokenNorm) "
+        question="For tokens x of shape (B, N, D), what does LayerNorm ([Turner](https://arxiv.org/abs/2304.10557)'s TokenNorm) "
         "take the mean and variance over?",
         explanation="Over the D features of each token, separately for each of the B·N "
-        "tokens: the statistics belong to one token (Turner fig. 5). γ and β are per "
+        "tokens: the statistics belong to one token ([Turner](https://arxiv.org/abs/2304.10557) fig. 5). γ and β are per "
         "feature, D values each.",
         options=[
             "The D features of each token, separately for every token",
@@ -818,7 +818,7 @@ QUIZZES = {
         explanation="BatchNorm's statistics of a feature are taken over the batch and the "
         "sequence, so a token's output depends on the other sequences (and their padding) "
         "and on the batch size, and it needs running averages at inference, when a batch "
-        "may hold one sequence. Turner cites it as far less stable (Shen et al., 2020).",
+        "may hold one sequence. [Turner](https://arxiv.org/abs/2304.10557) cites it as far less stable ([Shen et al., 2020](https://proceedings.mlr.press/v119/shen20e.html)).",
         options=[
             "BatchNorm makes a token's output depend on the rest of the batch",
             "BatchNorm has no learned γ and β, so it cannot rescale the features",
@@ -829,7 +829,7 @@ QUIZZES = {
     ),
     "quiz_pre_norm": MultipleChoice(
         key="quiz_pre_norm",
-        question="Xiong et al. (2020) compared post-norm and pre-norm blocks at "
+        question="[Xiong et al. (2020)](https://proceedings.mlr.press/v119/xiong20b.html) compared post-norm and pre-norm blocks at "
         "initialisation. What did they find?",
         explanation="In post-norm every residual sum passes through a LayerNorm, and "
         "the gradients of the parameters near the output are large at initialisation: "
@@ -854,7 +854,7 @@ QUIZZES = {
         "N²·D terms alone (leave out the projections) cost as much as the MLP?",
         explanation="2·N²·D = 8·N·D² gives N = 4D = 2048: beyond it the N² terms "
         "alone outweigh the MLP. Counting attention's four projections (4·N·D²) with "
-        "attention, as eq. (4.2) of the chapter does, attention's total 4·N·D² + "
+        "attention, as [eq. (4.2)](../book/04_block.ipynb#eq-4-2) of the chapter does, attention's total 4·N·D² + "
         "2·N²·D equals the MLP's 8·N·D² earlier, at N = 2D = 1024.",
         answer=4 * 512,
     ),

@@ -866,7 +866,7 @@ QUIZZES = {
         explanation="Attention is permutation equivariant, softmax((PQ)(PK)ᵀ)PV = "
         "P softmax(QKᵀ)V, and the MLP and the norms act on each token alone, so the "
         "whole stack satisfies f(PX) = P f(X): each word gets the same output in both "
-        "sentences, wherever it stands (Turner §3).",
+        "sentences, wherever it stands ([Turner](https://arxiv.org/abs/2304.10557) §3).",
         options=[
             "Permuting the tokens only permutes the outputs: each word gets the same "
             "vector in both",
@@ -882,10 +882,10 @@ QUIZZES = {
         key="quiz_concatenate",
         question="Instead of adding a position vector e_n to the token x_n, you "
         "concatenate them, [x_n; e_n], and a linear map J follows (the queries, keys "
-        "or values; J as in the chapter's eq. (5.1)). What have you built?",
+        "or values; J as in the chapter's [eq. (5.1)](../book/05_positions.ipynb#eq-5-1)). What have you built?",
         explanation="Split J into the blocks acting on each half: J [x_n; e_n] = "
         "J₁ x_n + J₂ e_n, a linear map of the token plus a position vector "
-        "e'_n = J₂ e_n: the additive construction, eq. (5.1) (Turner's footnote 19). "
+        "e'_n = J₂ e_n: the additive construction, [eq. (5.1)](../book/05_positions.ipynb#eq-5-1) ([Turner](https://arxiv.org/abs/2304.10557)'s footnote 19). "
         "Adding loses nothing, and keeps the width D.",
         options=[
             "The same as adding a linearly mapped position vector to a linearly mapped "
@@ -912,7 +912,7 @@ QUIZZES = {
         key="quiz_causal_mask",
         question="A causal language model has no position encoding at all. Can it "
         "know where a token is?",
-        explanation="Roughly, yes (Turner's footnote 21): under the causal mask token n "
+        explanation="Roughly, yes ([Turner](https://arxiv.org/abs/2304.10557)'s footnote 21): under the causal mask token n "
         "averages over n + 1 tokens, so the statistics of its attention output (an "
         "average of more random vectors is smaller) tell it how far along it is. "
         "Without the mask every token sees the same set and it cannot.",
@@ -929,7 +929,7 @@ QUIZZES = {
         question="RoPE rotates each head's queries and keys by their positions. Why "
         "not the values?",
         explanation="Positions are meant to change which tokens attend to which: the "
-        "scores q̃_n · k̃_n′ = q_nᵀ R_(n−n′) k_n′ (eq. (5.6)). Rotating the values by "
+        "scores q̃_n · k̃_n′ = q_nᵀ R_(n−n′) k_n′ ([eq. (5.6)](../book/05_positions.ipynb#eq-5-6)). Rotating the values by "
         "their absolute "
         "positions would not change the weights at all, and would put absolute "
         "positions into the output that the relative scores keep out.",

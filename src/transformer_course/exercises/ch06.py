@@ -912,7 +912,7 @@ QUIZZES = {
         key="quiz_passes",
         question="Without the mask, predicting tokens 2 to N of a sequence of "
         "N = 100 tokens takes N − 1 passes, one over each prefix w₁, w₁:₂, …, "
-        "w₁:N−1 (Turner §4.1). How many token positions do those passes process "
+        "w₁:N−1 ([Turner](https://arxiv.org/abs/2304.10557) §4.1). How many token positions do those passes process "
         "in total? (One masked pass processes 100.)",
         explanation="1 + 2 + … + 99 = 99·100/2 = 4,950, about N²/2, and each pass "
         "costs attention over its own prefix on top. With the mask one pass of N "
@@ -922,11 +922,11 @@ QUIZZES = {
     ),
     "quiz_incremental": MultipleChoice(
         key="quiz_incremental",
-        question="The incremental property, the chapter's eq. (6.3), X⁽ⁿ⁾ = X⁽ⁿ⁺¹⁾₁:ₙ "
+        question="The incremental property, the chapter's [eq. (6.3)](../book/06_gpt.ipynb#eq-6-3), X⁽ⁿ⁾ = X⁽ⁿ⁺¹⁾₁:ₙ "
         "(the first n rows of the output on n + 1 tokens are the output on n "
         "tokens), says that appending a token changes nothing computed for the "
         "earlier ones. What does it buy?",
-        explanation="Turner lists both: at training time one masked pass over a "
+        explanation="[Turner](https://arxiv.org/abs/2304.10557) lists both: at training time one masked pass over a "
         "window's N inputs gives all N predictions p(wₙ₊₁ | w₁:ₙ), row n having seen "
         "w₁:ₙ only, and at generation time the representations (in practice each "
         "block's keys and values, a KV cache) of the earlier tokens are kept, so each "
@@ -985,7 +985,7 @@ QUIZZES = {
     ),
     "quiz_masking_cost": MultipleChoice(
         key="quiz_masking_cost",
-        question="Turner's footnote 22: what does the causal mask cost?",
+        question="[Turner](https://arxiv.org/abs/2304.10557)'s footnote 22: what does the causal mask cost?",
         explanation="A masked token's representation can use only the tokens before "
         "it, never the context after it: the model loses representational power. "
         "How much that matters, and whether more capacity (larger D) makes up for it, "

@@ -1097,7 +1097,7 @@ QUIZZES = {
         "(d_mlp = 4D) 16·L·D², for L tokens. When is the MLP the larger part?",
         explanation="16LD² > 8LD² + 4L²D exactly when 8LD² > 4L²D, that is L < 2D "
         "(chapter 4's crossover). Large patches give few tokens, so the MLP "
-        "dominates (Turner's footnote 14); small patches give many, and attention's "
+        "dominates ([Turner](https://arxiv.org/abs/2304.10557)'s footnote 14); small patches give many, and attention's "
         "L² term takes over.",
         options=[
             "When there are fewer than 2D tokens: large patches, few tokens",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from collections.abc import Sequence
 
 __all__ = [
@@ -292,7 +293,7 @@ _SCRIPT = """\
       showProgress(form);
       feedback.classList.add(result.pass ? "tc-quiz-pass" : "tc-quiz-fail");
       var body = details.querySelector(".tc-quiz-explanation");
-      body.textContent = data.explanation;
+      body.innerHTML = data.explanation;  // escaped and linked in Python
       details.hidden = false;
       details.open = result.pass;
       if (window.MathJax && MathJax.typesetPromise) MathJax.typesetPromise([body]);
@@ -308,6 +309,41 @@ _SCRIPT = """\
   window.tcQuiz();
 })();
 """
+
+#: A Markdown link in a quiz's text: ``[Turner](https://arxiv.org/abs/...)``,
+#: ``[eq. (4.2)](../book/04_block.ipynb#eq-4-2)``.
+_LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")
+
+
+def linked(text: str, *, book: bool = True) -> str:
+    """``text`` as HTML: escaped, its Markdown links made links (opened in a
+    new tab). A link to a chapter, ``../book/04_block.ipynb#eq-4-2``, points at
+    the chapter's page and its equation on the book's pages (``.html``), and at
+    the chapter notebook in JupyterLab (``book=False``), which has no anchor
+    for an equation."""
+    parts, last = [], 0
+    for match in _LINK.finditer(text):
+        words, target = match.groups()
+        if target.startswith("../book/"):
+            page, _, anchor = target.partition("#")
+            if book:
+                page = page.removesuffix(".ipynb") + ".html"
+                target = f"{page}#{anchor}" if anchor else page
+            else:
+                target = page
+        parts += [
+            html.escape(text[last : match.start()]),
+            f'<a href="{html.escape(target)}" target="_blank" rel="noopener">'
+            f"{html.escape(words)}</a>",
+        ]
+        last = match.end()
+    return "".join([*parts, html.escape(text[last:])])
+
+
+def unlinked(text: str) -> str:
+    """``text`` with its Markdown links as their words alone (plain text)."""
+    return _LINK.sub(r"\1", text)
+
 
 _CHEVRON = (
     '<svg class="tb-icon toggle-chevron-right" width="44" height="44" '
@@ -331,7 +367,7 @@ def _form(key: str, kind: str, question: str, control: str, payload: dict) -> st
     return (
         f'<form class="tc-quiz" data-quiz="{html.escape(key)}" data-kind="{kind}" '
         f'data-key="{encode_payload(key, payload)}" autocomplete="off">'
-        f'<p class="tc-quiz-question">{html.escape(question)}</p>'
+        f'<p class="tc-quiz-question">{linked(question)}</p>'
         f"{control}"
         '<button type="submit" class="tc-quiz-submit">Submit</button>'
         '<p class="tc-quiz-feedback" role="status" aria-live="polite"></p>'
@@ -357,7 +393,11 @@ def choice_quiz_html(
         for index, option in enumerate(shown)
     )
     control = f'<div class="tc-quiz-options" role="radiogroup">{options}</div>'
-    payload = {"answer": answer, "blank": CHOOSE_FIRST, "explanation": explanation}
+    payload = {
+        "answer": answer,
+        "blank": CHOOSE_FIRST,
+        "explanation": linked(explanation),
+    }
     return _form(key, "choice", question, control, payload)
 
 
@@ -379,7 +419,7 @@ def number_quiz_html(
         "rel_tol": rel_tol,
         "blank": TYPE_FIRST,
         "invalid": NOT_A_NUMBER,
-        "explanation": explanation,
+        "explanation": linked(explanation),
         "unit": unit,
         "in_unit": IN_THE_UNIT.replace("{unit}", unit),
         "near": NEAR,

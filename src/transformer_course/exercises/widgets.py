@@ -428,7 +428,8 @@ class _Quiz:
         control = self._control()
         feedback = widgets.HTML("")
         explanation = widgets.HTML(
-            html.escape(self.explanation), layout=widgets.Layout(display="none")
+            quiz_html.linked(self.explanation, book=False),
+            layout=widgets.Layout(display="none"),
         )
         submit = widgets.Button(description="Submit")
         toggle = widgets.Button(
@@ -502,7 +503,7 @@ class _Quiz:
                     )
         box = QuizBox(
             [
-                widgets.HTML(f"<b>{html.escape(self.question)}</b>"),
+                widgets.HTML(f"<b>{quiz_html.linked(self.question, book=False)}</b>"),
                 control,
                 submit,
                 feedback,
@@ -510,7 +511,7 @@ class _Quiz:
                 explanation,
             ],
             fallback_html=self.html(),
-            fallback_text=f"Quiz: {self.question}",
+            fallback_text=f"Quiz: {quiz_html.unlinked(self.question)}",
         )
         box.control, box.submit, box.feedback = control, submit, feedback
         box.toggle, box.explanation = toggle, explanation
