@@ -378,6 +378,20 @@ def test_a_class_graded_as_the_readme_says(course):
     assert [r.split(",")[0] for r in after] == [r.split(",")[0] for r in before]
     with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
         assert gradebook.find_submission("ch01", "bob").score == FULL
+    # into a new CSV: the rest of the class as the gradebook holds it, not bob's
+    # rows alone (an instructor's upload would have dropped everyone else)
+    gradebook_command(course, "ch01", "--student", "bob", "--csv", "fresh.csv")
+    fresh = list(csv.DictReader((course / "fresh.csv").open()))
+    whole = list(csv.DictReader((course / "ch01.csv").open()))
+    assert {r["student"] for r in fresh} == {r["student"] for r in whole}
+    assert {"alice", "bob", "lou"} <= {r["student"] for r in fresh}
+    assert len(fresh) == len(whole)
+    scores = {(r["student"], r["exercise"]): float(r["points"]) for r in whole}
+    for row in fresh:
+        assert float(row["points"]) == scores[row["student"], row["exercise"]], row
+        assert (row["status"] == "recorded") == (row["student"] != "bob"), row
+    lou_late = [r for r in fresh if r["student"] == "lou"]
+    assert {float(r["late_penalty"]) for r in lou_late} == {FULL}
 
     # points changed since the class was graded (here: as the CSV says of
     # alice): regrading one student alone is refused, not mixed scales

@@ -56,6 +56,7 @@ import re
 import stat
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -318,6 +319,47 @@ def _grade_students(settings, assignment, students, sandbox, timeout, log):
                     rows += job.zero_rows("error", f"not graded: {why}")
                 gradebook.db.commit()
     return rows
+
+
+def recorded_rows(
+    assignment: str,
+    course: Path | str | None = None,
+    db_url: str | None = None,
+    leave_out: Sequence[str] = (),
+) -> list[ClassRow]:
+    """The rows of every student of ``assignment`` the gradebook holds a
+    submission of, but those in ``leave_out``, as recorded (not graded again):
+    status "recorded", with the lateness and penalty recorded with them. What a
+    regrade of one student (``--student``) writes to a new CSV for the rest of
+    the class, so that it is the class's, not one row set."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    settings = course_settings(course, db_url)
+    rows: list[ClassRow] = []
+    with _quiet(), Gradebook(settings.db_url, settings.course_id) as gradebook:
+        try:
+            notebooks = gradebook.find_assignment(assignment).notebooks
+        except MissingEntry:
+            return []
+        plans = {nb.name: _plan_of(gradebook, nb) for nb in notebooks}
+        students = sorted(
+            submission.student.id
+            for submission in gradebook.find_assignment(assignment).submissions
+        )
+        for student in students:
+            if student in leave_out:
+                continue
+            for name, plan in plans.items():
+                job = _NotebookJob(settings, gradebook, student, assignment, name, plan)
+                with contextlib.suppress(MissingEntry):
+                    rows += job._rows_of_earlier(
+                        RECORDED, "not graded again in this run: its recorded score"
+                    )
+    return rows
+
+
+#: The status of a row read from the gradebook, not graded in this run.
+RECORDED = "recorded"
 
 
 @dataclass
@@ -1133,6 +1175,18 @@ def spreadsheet_safe(value: object) -> object:
     return value
 
 
+def _students_in_csv(path: Path, assignment: str) -> set[str]:
+    """The students with rows of ``assignment`` in the CSV at ``path``."""
+    if not Path(path).is_file():
+        return set()
+    with open(path, newline="", encoding="utf-8") as handle:
+        return {
+            r.get("student", "")
+            for r in csv.DictReader(handle)
+            if r.get("assignment") == assignment
+        }
+
+
 def write_csv(path: Path, records: list[dict]) -> None:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS)
@@ -1342,6 +1396,17 @@ def main(argv: list[str] | None = None) -> int:
         record_points(record, args.assignment, now, sorted(graded))
     records = [{f: getattr(r, f) for f in CSV_FIELDS} for r in rows]
     if args.csv:
+        if args.student:
+            # the rest of the class as the gradebook holds it, where the CSV
+            # lacks them (a new file): a class CSV, never one student's rows
+            listed = _students_in_csv(args.csv, args.assignment)
+            rows = rows + [
+                row
+                for row in recorded_rows(
+                    args.assignment, args.course, args.db, leave_out=args.student
+                )
+                if row.student not in listed
+            ]
         records = merge_csv(args.csv, rows)
         write_csv(args.csv, records)
     table = summary([r for r in records if r["assignment"] == args.assignment])
