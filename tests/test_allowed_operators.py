@@ -313,3 +313,23 @@ def test_a_cell_that_widens_the_list_switches_the_checks_off():
     assert "switch off" in report.first_hint
     report = run_exercise(exercise, _function("embed_one_hot", source))
     assert report.score == pytest.approx(exercise.points)
+
+
+@pytest.mark.parametrize(
+    ("number", "key", "printed"),
+    [(2, "stable_softmax", "print(x)"), (1, "embed_one_hot", "print(f'{ids}')")],
+)
+def test_a_tensor_printed_to_debug_is_named_as_such(number, key, printed):
+    """Printing a tensor reads its numbers out of torch (as tolist would), so
+    the watch refuses it; the hint says that, not "you used a softmax"."""
+    source = HONEST[(number, key)][1].replace("\n", f"\n    {printed}\n", 1)
+    exercise = chapter(number).exercises[key]
+    report = run_exercise(exercise, _function(key, source))
+    assert report.score == 0
+    assert report.first_hint.startswith("Not checked: " + runner.PRINTED)
+    assert "print its shape" in report.first_hint
+    shapes_only = source.replace(
+        printed, "print(" + printed[6:-1].strip("f'{}") + ".shape)"
+    )
+    report = run_exercise(exercise, _function(key, shapes_only))
+    assert report.score == pytest.approx(exercise.points), report.first_hint

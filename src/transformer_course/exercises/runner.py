@@ -690,6 +690,11 @@ def forbidden_message(key: str) -> str:
             "this exercise cannot check code compiled with torch.compile (its "
             "kernels run no operation the checks see): write it in plain PyTorch"
         )
+    if key == _PRINTED:
+        return (
+            f"{PRINTED} inside your function (printing reads its numbers out of "
+            "torch): print its shape or dtype, or print outside the function"
+        )
     if key.startswith(_OPERATOR):
         name = key[len(_OPERATOR) :]
         return (
@@ -702,6 +707,22 @@ def forbidden_message(key: str) -> str:
 
 #: A hit's key for an operator outside :func:`allowed_operators`: "operator:kthvalue".
 _OPERATOR = "operator:"
+#: A hit's key while torch formats a tensor as text (``print(x)`` in the function).
+_PRINTED = "printed"
+#: How the refusal of a printed tensor starts (a hint of its own, :mod:`.core`).
+PRINTED = "this exercise's checks cannot follow a tensor printed"
+
+
+def _printing(frame) -> bool:
+    """Whether ``frame`` or a caller runs torch's formatting of a tensor as text
+    (``print(x)``, ``repr``, an f-string): its numbers leave torch there, as
+    ``tolist`` would take them, so the watch refuses it, but under its own name
+    (a learner who prints to debug did not call a softmax)."""
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "torch._tensor_str":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _in_place(names: frozenset[str]) -> frozenset[str]:
@@ -759,6 +780,7 @@ class _Watch:
         return (*(frozenset(table.items()) for table in tables), self.allowed)
 
     def hit(self, key: str):
+        key = _PRINTED if _printing(sys._getframe(1)) else key
         if key not in self.hits:
             self.hits.append(key)
         return ForbiddenUse(forbidden_message(key))
@@ -893,6 +915,7 @@ class _Watch:
                 return
             key = self._python_hit(frame, event, arg)
             if key is not None:
+                key = _PRINTED if key != "escape" and _printing(frame) else key
                 if key not in self.hits:
                     self.hits.append(key)
                 # raised from the hook, which unsets it: however the learner's
