@@ -333,3 +333,79 @@ def test_a_tensor_printed_to_debug_is_named_as_such(number, key, printed):
     )
     report = run_exercise(exercise, _function(key, shapes_only))
     assert report.score == pytest.approx(exercise.points), report.first_hint
+
+
+#: The thirty-first red team's ways to full marks with allowed operators only:
+#: the table's rows written to the positions of their ids (index_put_ with a
+#: tensor of values), a prefix of the table read by scatter_'s index size, and
+#: floats taken out of torch for NumPy's logaddexp (a ufunc: no profile event).
+RED_TEAM_31 = {
+    "index_put_ of the table's rows": (
+        1,
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n    V, D = table.shape\n    flat = ids.reshape(-1)\n    N = flat.numel()\n    # each id's occurrence number among equal ids (ids compared with ids, not with a vocabulary)\n    same = flat.unsqueeze(1) == flat.unsqueeze(0)\n    earlier = torch.ones(N, N, dtype=torch.bool).tril(-1)\n    rank = (same & earlier).sum(1)\n    slot = rank * V + flat                       # unique per position\n    pos = torch.zeros(N * V, dtype=torch.long)\n    pos.index_put_((slot,), torch.arange(N))     # pos[rank*V+id] = position\n    valid = torch.zeros(N * V, dtype=torch.bool)\n    valid.index_put_((slot,), torch.ones(N, dtype=torch.bool))\n    src = table.unsqueeze(0).expand(N, V, D)     # a view: no copy, no one-hot\n    vals = torch.where(valid.view(N, V, 1), src, torch.zeros((), dtype=table.dtype))\n    out = torch.zeros(N, D, dtype=table.dtype)\n    out.index_put_((pos.view(N, V),), vals, accumulate=True)   # table rows written where their ids are\n    return out.reshape(*ids.shape, D)\n",
+        "indexing the table",
+    ),
+    "scatter_ reading a prefix": (
+        1,
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n    V, D = table.shape\n    flat = ids.reshape(-1)\n    N = flat.numel()\n    here = torch.arange(N)\n    rows = []\n    for i in range(N):\n        k = int((flat * (here == i)).sum())          # the i-th id, as a number\n        # scatter reads only as many rows of src as its index has: rows 0..k,\n        # all written to row 0 of a one-row tensor, in order: row k is written last\n        index = torch.zeros(k + 1, D, dtype=torch.long)\n        rows.append(torch.zeros(1, D, dtype=table.dtype).scatter_(0, index, table))\n    return torch.cat(rows).reshape(*ids.shape, D)\n",
+        "indexing the table",
+    ),
+    "np.logaddexp on floats": (
+        2,
+        "stable_softmax",
+        "import numpy as np\n\ndef stable_softmax(x):\n    n = x.shape[-1]\n    out = []\n    for row in x.reshape(-1, n):\n        a = np.array([float(v) for v in row])\n        lse = a[0]\n        for b in a[1:]:\n            lse = np.logaddexp(lse, b)   # a ufunc called directly: no c_call event\n        out.append([float(p) for p in np.exp(a - lse)])\n    return torch.tensor(out, dtype=x.dtype).reshape(x.shape)\n",
+        "taken out of torch",
+    ),
+}
+
+#: Honest spellings the thirty-first red team found refused, now passing.
+HONEST_31 = {
+    "stacked boolean columns": (
+        1,
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n    oh = torch.stack([(ids == v) for v in range(table.shape[0])], dim=-1)\n    return oh.to(table.dtype) @ table",
+    ),
+    "repeat of the vocabulary": (
+        1,
+        "embed_one_hot",
+        "def embed_one_hot(ids, table):\n    V = table.shape[0]\n    one_hot = (torch.arange(V).repeat(*ids.shape, 1) == ids.unsqueeze(-1)).to(table.dtype)\n    return one_hot @ table",
+    ),
+    "an assert of allclose": (
+        2,
+        "stable_softmax",
+        "def stable_softmax(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n    out = e / e.sum(-1, keepdim=True)\n    assert torch.allclose(out.sum(-1), torch.ones(out.shape[:-1], dtype=out.dtype))\n    return out",
+    ),
+    "the maximum by topk": (
+        2,
+        "stable_softmax",
+        "def stable_softmax(x):\n    m = x.topk(1, dim=-1).values\n    e = (x - m).exp()\n    return e / e.sum(-1, keepdim=True)",
+    ),
+    "logsumexp in attention": (
+        2,
+        "attention",
+        "def attention(q, k, v):\n    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5\n    w = torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True))\n    return w @ v",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_31))
+def test_the_thirty_first_red_teams_lookups_and_log_adds_earn_nothing(name):
+    number, key, source, said = RED_TEAM_31[name]
+    namespace = {"torch": torch, "F": F, "math": math}
+    exec(source, namespace)
+    exercise = chapter(number).exercises[key]
+    report = run_exercise(exercise, namespace[exercise.function])
+    assert report.score == 0
+    assert said in report.first_hint
+
+
+@pytest.mark.parametrize("name", sorted(HONEST_31))
+def test_honest_spellings_the_thirty_first_red_team_found_refused_pass(name):
+    number, key, source = HONEST_31[name]
+    namespace = {"torch": torch, "F": F, "math": math}
+    exec(source, namespace)
+    exercise = chapter(number).exercises[key]
+    report = run_exercise(exercise, namespace[exercise.function])
+    assert report.score == pytest.approx(exercise.points), report.first_hint

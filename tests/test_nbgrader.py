@@ -666,6 +666,47 @@ def test_options_that_cannot_work_are_refused_at_once(capsys, option, value, exp
     assert expected in capsys.readouterr().err
 
 
+def test_a_csv_that_is_not_the_classs_is_never_overwritten(tmp_path, capsys):
+    """The instructors' second round: --csv grades.csv (nbgrader export's own
+    file) was overwritten with broken rows and the command crashed; --csv and
+    --summary naming one file replaced the CSV with the summary. Both are
+    refused before anything is graded, and the file is left as it was."""
+    from transformer_course.grading import gradebook
+
+    exported = tmp_path / "grades.csv"
+    exported.write_text("assignment,duedate,timestamp,student_id,score\nch01,,,s1,3\n")
+    kept = exported.read_text()
+    assert gradebook.main(["ch01", "--csv", str(exported)]) == 2
+    said = capsys.readouterr().err
+    assert "is not a CSV this command wrote" in said
+    assert "grades.csv" in said
+    assert exported.read_text() == kept
+    same = tmp_path / "same.csv"
+    assert gradebook.main(["ch01", "--csv", str(same), "--summary", str(same)]) == 2
+    assert "name the same file" in capsys.readouterr().err
+    assert not same.exists()
+    assert gradebook._not_our_csv(tmp_path / "new.csv", None) == ""
+
+
+def test_a_student_named_twice_is_graded_once(monkeypatch, capsys):
+    from transformer_course.grading import gradebook
+
+    seen = {}
+
+    def grade_class(assignment, course, db, students, *rest):
+        seen["students"] = students
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(gradebook, "grade_class", grade_class)
+    monkeypatch.setattr(gradebook, "_missing_sqlite_file", lambda url: "")
+    monkeypatch.setattr(gradebook, "current_points", lambda *a: {})
+    monkeypatch.setattr(gradebook, "source_points_differ", lambda *a: [])
+    monkeypatch.setattr(gradebook, "recorded_points_changed", lambda *a: [])
+    code = gradebook.main(["ch01", "--student", "s1", "--student", "s1"])
+    assert code == 2  # the stub's "stop here"
+    assert seen["students"] == ["s1"]
+
+
 def test_a_sandbox_that_stops_before_grading_keeps_the_earlier_score(
     course, monkeypatch, capsys
 ):

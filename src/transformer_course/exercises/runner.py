@@ -511,6 +511,8 @@ _PLAIN_OPERATORS = frozenset(
         "cumprod",
         "cummax",
         "cummin",
+        "allclose",
+        "isclose",
         # matrix products
         "mm",
         "bmm",
@@ -524,10 +526,16 @@ _PLAIN_OPERATORS = frozenset(
         "outer",
         "matmul",
         "_addmm_activation",
-        # dropout, which an honest block may keep
+        # dropout, which an honest block may keep, and a layer's initialisation
         "native_dropout",
         "bernoulli",
         "bernoulli_",
+        "uniform_",
+        "normal_",
+        "rand",
+        "randn",
+        "rand_like",
+        "randn_like",
     }
 )
 
@@ -553,6 +561,15 @@ _READING_OPERATORS = frozenset(
         "select_scatter",
         "flip",
         "roll",
+        # order statistics: a maximum by sorting (a lookup of a row elsewhere)
+        "sort",
+        "msort",
+        "argsort",
+        "topk",
+        "kthvalue",
+        "median",
+        "nanmedian",
+        "mode",
     }
 )
 
@@ -563,7 +580,7 @@ _ALSO_ALLOWED: dict[str, frozenset[str]] = {
     "softmax": _READING_OPERATORS,
     "layer_norm": _READING_OPERATORS,
     "scaled_dot_product_attention": _READING_OPERATORS
-    | {"_softmax", "_log_softmax", "_safe_softmax"},
+    | {"_softmax", "_log_softmax", "_safe_softmax", "logsumexp"},
 }
 
 
@@ -690,6 +707,12 @@ def forbidden_message(key: str) -> str:
             "this exercise cannot check code compiled with torch.compile (its "
             "kernels run no operation the checks see): write it in plain PyTorch"
         )
+    if key == _NUMBERS_OUT:
+        return (
+            "this exercise's checks cannot follow a tensor's numbers taken out of "
+            "torch (float(x), x.item(), a loop over its elements into Python or "
+            "NumPy): keep them in tensors"
+        )
     if key == _PRINTED:
         return (
             f"{PRINTED} inside your function (printing reads its numbers out of "
@@ -707,6 +730,58 @@ def forbidden_message(key: str) -> str:
 
 #: A hit's key for an operator outside :func:`allowed_operators`: "operator:kthvalue".
 _OPERATOR = "operator:"
+#: A hit's key for a floating-point number taken out of a tensor (``float(x)``).
+_NUMBERS_OUT = "numbers out"
+
+#: Writes that build a one-hot (``scatter_(-1, ids, 1.0)``, ``oh[n, ids] = 1``):
+#: allowed in the lookup exercise only with one constant value. With a tensor of
+#: values they move the table's rows by their ids (the table written to the
+#: positions of its ids, or read a prefix at a time: the thirty-first red team).
+_WRITES = frozenset(
+    {"scatter", "scatter_", "index_put", "index_put_", "_index_put_impl_"}
+)
+
+
+def _constant_write(func, args, kwargs) -> bool:
+    """Whether ``func`` is no write of :data:`_WRITES`, or one of a single
+    constant value (a Python number, or a tensor of one element)."""
+    name = func.overloadpacket.__name__
+    if name not in _WRITES:
+        return True
+    if name.startswith("scatter"):
+        return "value" in func._overloadname  # scatter_(dim, index, value)
+    values = args[2] if len(args) > 2 else (kwargs or {}).get("values")
+    return isinstance(values, torch.Tensor) and values.numel() == 1
+
+
+def _floating(args) -> bool:
+    """Whether the tensor a ``_local_scalar_dense`` reads holds floating-point
+    (or complex) numbers: ``float(x)``, not ``int(ids[0])`` or ``bool(mask)``."""
+    return bool(args) and (args[0].is_floating_point() or args[0].is_complex())
+
+
+#: Views that torch's own kernels call inside operators the allowlist admits
+#: (``cat`` of booleans narrows, ``repeat`` unfolds): where an exercise has an
+#: allowlist, the mode refuses them when the learner calls them, and their
+#: kernels are left in place (replaced, they failed honest one-hots: the
+#: thirty-first red team).
+_INNER_VIEWS = frozenset(
+    {
+        "narrow",
+        "slice",
+        "select",
+        "unfold",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "tensor_split",
+        "as_strided",
+        "diagonal",
+        "index",
+    }
+)
+
 #: A hit's key while torch formats a tensor as text (``print(x)`` in the function).
 _PRINTED = "printed"
 #: How the refusal of a printed tensor starts (a hint of its own, :mod:`.core`).
@@ -809,8 +884,15 @@ class _Watch:
                 name = func.overloadpacket.__name__
                 key = watch.ops.get(name)
                 allowed = watch.allowed
-                if key is None and allowed is not None and name not in allowed:
-                    key = _OPERATOR + name
+                if key is None and allowed is not None:
+                    if name not in allowed:
+                        key = _OPERATOR + name
+                    elif name == "_local_scalar_dense" and _floating(args):
+                        key = _NUMBERS_OUT  # float(x), x.item(): to NumPy's ufuncs
+                    elif "embedding" in watch.keys and not _constant_write(
+                        func, args, kwargs
+                    ):
+                        key = "embedding"  # the table's rows, written by their ids
                 if key is not None:
                     raise watch.hit(key)
                 return func(*args, **(kwargs or {}))
@@ -946,6 +1028,8 @@ class _Watch:
             with warnings.catch_warnings():  # "overriding a registered kernel"
                 warnings.simplefilter("ignore")
                 for name, key in self.ops.items():
+                    if self.allowed is not None and name in _INNER_VIEWS:
+                        continue  # see _INNER_VIEWS
                     for overload in getattr(torch.ops.aten, name).overloads():
                         qualified = (
                             name if overload == "default" else f"{name}.{overload}"

@@ -1143,7 +1143,17 @@ def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
     placed: set[tuple[str, str]] = set()
     if Path(path).is_file():
         with open(path, newline="", encoding="utf-8") as handle:
-            old = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            old = list(reader)
+        missing = {"student", "assignment", "exercise", "points"} - set(
+            reader.fieldnames or ()
+        )
+        if old and missing:  # nbgrader's grades.csv, a summary, another file
+            raise ValueError(
+                f"{path} is not a CSV this command wrote (no columns "
+                f"{', '.join(sorted(missing))}): name another file for --csv, so "
+                "that this one is not overwritten"
+            )
         for record in old:
             key = (record.get("student", ""), record.get("assignment", ""))
             if key in fresh:
@@ -1173,6 +1183,34 @@ def spreadsheet_safe(value: object) -> object:
     except ValueError:
         return "'" + value
     return value
+
+
+def _not_our_csv(path: Path | None, summary_path: Path | None) -> str:
+    """Why ``--csv path`` (and ``--summary``) would overwrite a file that is not
+    this command's class CSV, or "": nbgrader's ``grades.csv``, a summary, a
+    CSV given as both."""
+    if path is None:
+        return ""
+    if (
+        summary_path is not None
+        and Path(summary_path).resolve() == Path(path).resolve()
+    ):
+        return f"--csv and --summary name the same file ({path}): name two files"
+    if not Path(path).is_file():
+        return ""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), [])
+    except (OSError, UnicodeDecodeError) as err:
+        return f"{path} cannot be read as a CSV ({type(err).__name__})"
+    missing = {"student", "assignment", "exercise", "points"} - set(header)
+    if header and missing:
+        return (
+            f"{path} is not a CSV this command wrote (no columns "
+            f"{', '.join(sorted(missing))}; nbgrader export writes grades.csv): "
+            "name another file for --csv, so that this one is not overwritten"
+        )
+    return ""
 
 
 def _students_in_csv(path: Path, assignment: str) -> set[str]:
@@ -1227,7 +1265,9 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
                 else r["hint"] or r["status"]
             )
             for r in group
-            if float(r["points"]) < maximum and (r["hint"] or r["status"])
+            if float(r["points"]) < maximum
+            and (r["hint"] or r["status"])
+            and r["status"] != RECORDED  # its hint was not kept: none to count
         ).most_common(hints)
         table.append(
             {
@@ -1326,6 +1366,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_sandbox_options(parser)
     args = parser.parse_args(argv)
+    if args.student:  # --student s1 --student s1 grades s1 once
+        args.student = list(dict.fromkeys(args.student))
+    wrong_csv = _not_our_csv(args.csv, args.summary)
+    if wrong_csv:
+        print(f"refusing to grade {args.assignment}: {wrong_csv}", file=sys.stderr)
+        return 2
     missing = _missing_sqlite_file(course_settings(args.course, args.db).db_url)
     if missing:  # SQLAlchemy would make an empty one, and nothing would match
         print(
