@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 from book_helpers import ROOT, toc_files
 
-from transformer_course.exercises import CHAPTERS, chapter
+from transformer_course.exercises import CHAPTERS, chapter, quiz_html
 from transformer_course.exercises.widgets import MultipleChoice
 
 pytestmark = [pytest.mark.book, pytest.mark.browser]
@@ -346,7 +346,14 @@ def test_quizzes_answer_clicks_without_a_kernel(browser, server, name):
             submit.click()
             expect_text(feedback, "Correct")
             sync_api.expect(explanation).to_have_attribute("open", "")
-            expect_text(explanation, quiz.explanation)
+            expect_text(explanation, quiz_html.unlinked(quiz.explanation))
+            # its citations are links, to the work or the chapter's equation
+            cited = re.findall(r"\]\(([^)\s]+)\)", quiz.explanation)
+            hrefs = [
+                explanation.locator("a").nth(i).get_attribute("href")
+                for i in range(explanation.locator("a").count())
+            ]
+            assert [h.replace(".html", ".ipynb") for h in hrefs] == cited
             form.screenshot(
                 path=SCREENSHOTS / f"{name.replace('/', '-')}.{key}.png",
                 animations="disabled",

@@ -235,11 +235,22 @@ def test_a_class_graded_as_the_readme_says(course):
     run = gradebook_command(course, "ch01", "--csv", "ch01.csv")
     assert "for 13 students in: bubblewrap sandbox" in run.stdout
     assert f"lou: 01_tokens {FULL}/{FULL}, late penalty {FULL}: 0/{FULL}" in run.stdout
-    assert "zoe: no 01_tokens.ipynb in the submission\n" in run.stdout
+    # every enrolled student has a line with a score, zoe with no folder too
     assert (
-        "eve: no 01_tokens.ipynb in the submission, and 2 notebooks that could be "
-        "it (01_tokens (1).ipynb, 01_tokens (2).ipynb): none was graded"
+        f"zoe: 01_tokens 0/{FULL}: nothing submitted (no folder submitted/zoe/ch01)\n"
     ) in run.stdout
+    assert (
+        f"eve: 01_tokens 0/{FULL}: no 01_tokens.ipynb in the submission, and 2 "
+        "notebooks that could be it (01_tokens (1).ipynb, 01_tokens (2).ipynb): "
+        "none was graded"
+    ) in run.stdout
+    # a folder nbgrader was not told of is graded, and the log says so
+    assert "bob: not a student of the gradebook: added" in run.stdout
+    assert "alice: not a student of the gradebook" not in run.stdout
+    # put in by hand: no timestamp.txt, graded as on time, and said
+    assert "sam: no timestamp.txt (not collected by nbgrader): graded as on time" in (
+        run.stdout
+    )
     assert "tim: timestamp.txt could not be read as a date" in run.stdout
     assert "graded 01_tokens (1).ipynb" in run.stdout
     # fetch_feedback looks for "01_tokens (1)": the log says how to send it
@@ -250,6 +261,10 @@ def test_a_class_graded_as_the_readme_says(course):
         "nbgrader): send them feedback/sam/ch01/01_tokens.grades.txt"
     ) in run.stdout
     assert not (course / "gradebook.db").exists()
+    # mia graded again from the same file: it replaces no other score
+    again = gradebook_command(course, "ch01", "--student", "mia")
+    assert "graded 01_tokens (1).ipynb" in again.stdout
+    assert "replaces the earlier score" not in again.stdout
 
     from nbgrader.api import Gradebook
 

@@ -1556,10 +1556,15 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _cut(text: str, limit: int = 500) -> str:
+    """``text``, at most ``limit`` characters long, with "…" where it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _message(error: BaseException) -> str:
     """``str(error)``, or a stand-in when the learner's ``__str__`` fails."""
     try:
-        return str(error)[:500]
+        return _cut(str(error))
     except Exception:
         return f"<{type(error).__name__} that cannot be printed>"
 
@@ -1580,7 +1585,7 @@ def _outcome(
         "error": error,
         "message": _message(message)
         if isinstance(message, BaseException)
-        else str(message)[:500],
+        else _cut(str(message)),
         "mutated": list(mutated),
         "kinds": list(kinds),  # the exception's classes, its own first
         "value_type": value_type,  # the returned value's type, by name

@@ -65,6 +65,7 @@ from nbgrader.plugins.export import CsvExportPlugin
 
 from ..exercises.core import CHECK_SECONDS
 from .grade import (
+    MAX_NOTEBOOK_BYTES,
     NOT_GRADED,
     ExerciseGrade,
     InstructorTest,
@@ -293,18 +294,31 @@ def _grade_students(settings, assignment, students, sandbox, timeout, log):
             f"in: {sandbox.description}"
         )
         plans = {nb.name: _plan_of(gradebook, nb) for nb in notebooks}
+        due = gradebook.find_assignment(assignment).duedate
         for student in students:
+            who = printable(student, 100)
             folder = settings.folder("submitted", student, assignment)
             timestamp, problem = _timestamp(settings, folder)
             if problem:
-                log(f"{printable(student, 100)}: {problem}")
+                log(f"{who}: {problem}")
+            elif timestamp is None and due is not None and folder.is_dir():
+                log(
+                    f"{who}: no timestamp.txt (not collected by nbgrader): graded as on time"
+                )
+            if student not in enrolled:  # a folder's name nbgrader was not told of
+                log(
+                    f"{who}: not a student of the gradebook: added (a typo in the "
+                    "folder's name? `nbgrader db student add` gives names and emails)"
+                )
             gradebook.update_or_create_student(student)
             if timestamp is not None:
                 gradebook.update_or_create_submission(
                     assignment, student, timestamp=timestamp
                 )
-            else:
-                gradebook.update_or_create_submission(assignment, student)
+            else:  # none now: an earlier one must not make the export late
+                gradebook.update_or_create_submission(
+                    assignment, student, timestamp=None
+                )
             gradebook.db.commit()
             for name, plan in plans.items():
                 job = _NotebookJob(settings, gradebook, student, assignment, name, plan)
@@ -360,6 +374,8 @@ def recorded_rows(
 
 #: The status of a row read from the gradebook, not graded in this run.
 RECORDED = "recorded"
+#: The autograded notebook's metadata key for the file it was graded from.
+GRADED_FROM = "transformer_course_graded_from"
 
 
 @dataclass
@@ -478,7 +494,8 @@ class _NotebookJob:
         if refused:
             log(f"{who}: {self.name}.ipynb refused: {refused}")
             hint = f"{self.name}.ipynb was not graded: {refused}"
-            self._write_placeholder(f"{self.name}.ipynb: 0 points\n{hint}\n")
+            out_of = f"0/{self._max_points():g}"
+            self._write_placeholder(f"{self.name}.ipynb: {out_of} points\n{hint}\n")
             return self.zero_rows("refused", hint)
         if path is None:
             earlier = self._earlier_score()
@@ -500,21 +517,28 @@ class _NotebookJob:
                 )
                 log(f"{who}: {hint} (its feedback too)")
                 return self._rows_of_earlier("missing (earlier score kept)", hint)
-            hint = f"no {self.name}.ipynb in the submission"
+            hint = (
+                f"no {self.name}.ipynb in the submission"
+                if self.folder.is_dir()
+                else f"nothing submitted (no folder {self._shown(self.folder)})"
+            )
             if several:
                 hint += f", and {several}"
-            log(f"{who}: {hint}")
-            self._write_placeholder(f"{self.name}.ipynb: 0 points\n{hint}\n")
+            out_of = f"0/{self._max_points():g}"
+            log(f"{who}: {self.name} {out_of}: {hint}")
+            self._write_placeholder(f"{self.name}.ipynb: {out_of} points\n{hint}\n")
             return self.zero_rows("missing file", hint)
-        if note and self._earlier_score():
+        if note and self._earlier_score() and self._graded_from() != path.name:
             note += f" (it replaces the earlier score of {self._earlier_said()})"
-        if note:
+        if note and self._returnable():
             # nbgrader's fetch_feedback looks for the name they submitted
             log(
                 f"{who}: {note}; nbgrader cannot hand this feedback back: after "
                 f"generate_feedback, send them feedback/{who}/{self.assignment}/"
                 f"{self.name}.html"
             )
+        elif note:  # not collected by nbgrader: the text is what goes back
+            log(f"{who}: {note}")
         try:
             result = grade_notebook(
                 path,
@@ -845,7 +869,41 @@ class _NotebookJob:
         notebook.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(summary)))
         for index, cell in enumerate(notebook.cells):
             cell["id"] = f"cell-{index}"
+        notebook.metadata[GRADED_FROM] = path.name  # see _graded_from
         self._save_autograded(notebook)
+
+    def _shown(self, path: Path) -> str:
+        """``path`` relative to the course folder, where it lies inside it."""
+        try:
+            return str(path.relative_to(self.settings.root))
+        except ValueError:
+            return str(path)
+
+    def _max_points(self) -> float:
+        """The notebook's points, as the gradebook records them."""
+        return sum(
+            float(cell.max_score or 0)
+            for cell in self.gradebook.find_notebook(
+                self.name, self.assignment
+            ).grade_cells
+            if cell.cell_type == "code"
+        )
+
+    def _graded_from(self) -> str:
+        """The name of the file the earlier score was graded from ("" if not
+        known): a regrade of the same misnamed file replaces no other score."""
+        path = (
+            self.settings.folder("autograded", self.student, self.assignment)
+            / f"{self.name}.ipynb"
+        )
+        try:
+            if path.is_symlink() or path.stat().st_size > MAX_NOTEBOOK_BYTES:
+                return ""
+            name = json.loads(path.read_text("utf-8")).get("metadata", {})
+            name = name.get(GRADED_FROM, "")
+        except (OSError, ValueError, AttributeError):
+            return ""
+        return name if isinstance(name, str) else ""
 
 
 #: Characters Markdown reads as syntax: escaped in text from a submission.
@@ -1276,7 +1334,7 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
                 "students": len(group),
                 "mean": sum(points) / len(points),
                 "max_points": maximum,
-                "full_marks": sum(p >= maximum for p in points),
+                "full_marks": sum(p >= maximum for p in points) if maximum else 0,
                 "common_hints": common,
             }
         )
@@ -1286,6 +1344,12 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
 def summary_text(table: list[dict]) -> str:
     lines = []
     for row in table:
+        if not row["max_points"]:
+            lines.append(
+                f"{row['notebook']} {row['exercise']}: worth 0 points "
+                f"({row['students']} students)"
+            )
+            continue
         lines.append(
             f"{row['notebook']} {row['exercise']}: mean {row['mean']:.2f}/"
             f"{row['max_points']:g}, full marks {row['full_marks']}/{row['students']}"
@@ -1387,6 +1451,15 @@ def main(argv: list[str] | None = None) -> int:
         record = course_settings(args.course, args.db).root / POINTS_RECORD
     except (OSError, ValueError) as err:
         print(f"could not grade {args.assignment}: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # SQLAlchemy's: no driver, not a database, ...
+        url = course_settings(args.course, args.db).db_url
+        print(
+            f"could not grade {args.assignment}: the gradebook {url} could not be "
+            f"opened ({type(err).__name__}: {printable(str(err), 300)}); check --db "
+            "or db_url in nbgrader_config.py",
+            file=sys.stderr,
+        )
         return 2
     differ = source_points_differ(
         course_settings(args.course, args.db), args.assignment, now

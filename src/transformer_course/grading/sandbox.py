@@ -764,7 +764,7 @@ def read_output(raw: object) -> dict:
                 {
                     "value": outcome.get("value"),
                     "error": optional_text(outcome.get("error"), 100),
-                    "message": message[:500],
+                    "message": message if len(message) <= 500 else message[:499] + "…",
                     "mutated": mutated[:64],
                     "kinds": [k[:100] for k in kinds[:20]],
                     "value_type": optional_text(outcome.get("value_type"), 100),
