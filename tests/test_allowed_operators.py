@@ -372,11 +372,6 @@ HONEST_31 = {
         "embed_one_hot",
         "def embed_one_hot(ids, table):\n    V = table.shape[0]\n    one_hot = (torch.arange(V).repeat(*ids.shape, 1) == ids.unsqueeze(-1)).to(table.dtype)\n    return one_hot @ table",
     ),
-    "an assert of allclose": (
-        2,
-        "stable_softmax",
-        "def stable_softmax(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n    out = e / e.sum(-1, keepdim=True)\n    assert torch.allclose(out.sum(-1), torch.ones(out.shape[:-1], dtype=out.dtype))\n    return out",
-    ),
     "the maximum by topk": (
         2,
         "stable_softmax",
@@ -409,3 +404,68 @@ def test_honest_spellings_the_thirty_first_red_team_found_refused_pass(name):
     exercise = chapter(number).exercises[key]
     report = run_exercise(exercise, namespace[exercise.function])
     assert report.score == pytest.approx(exercise.points), report.first_hint
+
+
+#: Numbers out of torch in any form: an int, a bit (bool, an assert, torch.equal)
+#: or a shape (x[mask]) carries them to NumPy's ufuncs, which no hook sees. So
+#: where an allowlist holds none leaves (but an id in the lookup); the hint says
+#: to keep them in tensors. An honest assert of allclose is refused too.
+LEAKS = {
+    "an int of scaled floats": (
+        "def stable_softmax(x):\n"
+        "    import numpy as np\n"
+        "    q = (x * 2**30).round().to(torch.int64).reshape(-1)\n"
+        "    a = np.array([int(v) for v in q]) / 2**30\n"
+        "    return x - x  # what follows would use np.logaddexp on a\n"
+    ),
+    "a bit from an if": (
+        "def stable_softmax(x):\n"
+        "    if (x > 0).any():\n"
+        "        pass\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+        "    return e / e.sum(-1, keepdim=True)\n"
+    ),
+    "an assert of allclose": (
+        "def stable_softmax(x):\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+        "    out = e / e.sum(-1, keepdim=True)\n"
+        "    assert torch.allclose(out.sum(-1), torch.ones_like(out.sum(-1)))\n"
+        "    return out\n"
+    ),
+    "a shape from a mask": (
+        "def stable_softmax(x):\n"
+        "    count = x[x > 0].shape[0]\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+        "    return e / e.sum(-1, keepdim=True)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEAKS))
+def test_no_number_leaves_torch_where_an_allowlist_holds(name):
+    exercise = chapter(2).exercises["stable_softmax"]
+    report = run_exercise(exercise, _function("stable_softmax", LEAKS[name]))
+    assert report.score == 0
+    assert "taken out of torch" in report.first_hint
+    assert "torch.where instead of an if" in report.first_hint
+
+
+def test_ids_may_leave_torch_in_the_lookup_but_the_tables_numbers_not():
+    exercise = chapter(1).exercises["embed_one_hot"]
+    looped = (
+        "def embed_one_hot(ids, table):\n"
+        "    V = table.shape[0]\n"
+        "    rows = [(torch.arange(V) == int(i)).to(table.dtype) @ table\n"
+        "            for i in ids.reshape(-1)]\n"
+        "    return torch.stack(rows).reshape(*ids.shape, -1)\n"
+    )
+    # iterating over the ids selects: refused as a lookup, not as a leak
+    report = run_exercise(exercise, _function("embed_one_hot", looped))
+    assert report.score == 0
+    one_hot = HONEST[(1, "embed_one_hot")][0]  # F.one_hot reads its ids' range
+    report = run_exercise(exercise, _function("embed_one_hot", one_hot))
+    assert report.score == pytest.approx(exercise.points)
+    floats = one_hot.replace("    return", "    float(table.sum())\n    return", 1)
+    report = run_exercise(exercise, _function("embed_one_hot", floats))
+    assert report.score == 0
+    assert "taken out of torch" in report.first_hint

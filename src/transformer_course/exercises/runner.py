@@ -710,8 +710,9 @@ def forbidden_message(key: str) -> str:
     if key == _NUMBERS_OUT:
         return (
             "this exercise's checks cannot follow a tensor's numbers taken out of "
-            "torch (float(x), x.item(), a loop over its elements into Python or "
-            "NumPy): keep them in tensors"
+            "torch (float(x), x.item(), bool(x) in an if or assert, torch.equal or "
+            "allclose, a shape that depends on the values such as x[mask] or "
+            "nonzero): keep them in tensors (torch.where instead of an if)"
         )
     if key == _PRINTED:
         return (
@@ -754,10 +755,49 @@ def _constant_write(func, args, kwargs) -> bool:
     return isinstance(values, torch.Tensor) and values.numel() == 1
 
 
-def _floating(args) -> bool:
-    """Whether the tensor a ``_local_scalar_dense`` reads holds floating-point
-    (or complex) numbers: ``float(x)``, not ``int(ids[0])`` or ``bool(mask)``."""
-    return bool(args) and (args[0].is_floating_point() or args[0].is_complex())
+#: Operators whose result is a Python value, or a shape, that depends on the
+#: numbers (torch's own tags say which): ``float(x)``, ``int(x)``, ``bool(x)``,
+#: ``torch.equal``, ``x.nonzero()``, ``x[mask]``. Where an allowlist holds, the
+#: learner's code may use none of them: numbers that leave torch reach NumPy's
+#: ufuncs (``np.logaddexp``), which no hook sees (the thirty-first red team
+#: took floats out; integers, bits and shapes carry them as well).
+_LEAKING_TAGS = (torch.Tag.data_dependent_output, torch.Tag.dynamic_output_shape)
+
+
+def _leaks(func) -> bool:
+    """Whether ``func`` hands a value-dependent Python value or shape out of torch."""
+    return func.overloadpacket.__name__ in ("is_nonzero", "_local_scalar_dense") or any(
+        tag in func.tags for tag in _LEAKING_TAGS
+    )
+
+
+def _an_id(func, args) -> bool:
+    """Whether ``func`` reads one integer out of an integer tensor: an id, in the
+    lookup (``F.one_hot`` checks its ids' range so, and a loop may read them);
+    the table's numbers, floats, never leave so."""
+    return (
+        func.overloadpacket.__name__ == "_local_scalar_dense"
+        and bool(args)
+        and isinstance(args[0], torch.Tensor)
+        and not args[0].is_floating_point()
+        and not args[0].is_complex()
+        and args[0].dtype is not torch.bool
+    )
+
+
+def _runners_own(frame) -> bool:
+    """Whether the Python code that called torch here (the first frame outside
+    torch) is this module's: the runner compares the inputs with ``torch.equal``
+    and ``bool`` under the watch, as the learner's code may not."""
+    while frame is not None and (
+        (frame.f_globals.get("__name__") or "").startswith("torch")
+        or (frame.f_globals is globals() and frame.f_code.co_name in _MODE_METHODS)
+    ):  # torch, and the watch's own modes, which pass every call on
+        frame = frame.f_back
+    return frame is not None and frame.f_globals is globals()
+
+
+_MODE_METHODS = ("__torch_function__", "__torch_dispatch__")
 
 
 #: Views that torch's own kernels call inside operators the allowlist admits
@@ -887,8 +927,12 @@ class _Watch:
                 if key is None and allowed is not None:
                     if name not in allowed:
                         key = _OPERATOR + name
-                    elif name == "_local_scalar_dense" and _floating(args):
-                        key = _NUMBERS_OUT  # float(x), x.item(): to NumPy's ufuncs
+                    elif (
+                        _leaks(func)
+                        and not _runners_own(sys._getframe(1))
+                        and not ("embedding" in watch.keys and _an_id(func, args))
+                    ):
+                        key = _NUMBERS_OUT  # float(x), bool(x), x[mask]: to NumPy
                     elif "embedding" in watch.keys and not _constant_write(
                         func, args, kwargs
                     ):
@@ -981,6 +1025,8 @@ class _Watch:
         dict of its own: the twentieth red team hid its calls so)."""
         if frame.f_globals is self.home:
             return True
+        if frame.f_globals is globals():  # the runner's (a script in the sandbox)
+            return False
         module = sys.modules.get(frame.f_globals.get("__name__") or "")
         return (
             module is None or getattr(module, "__dict__", None) is not frame.f_globals
