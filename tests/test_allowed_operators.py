@@ -344,13 +344,13 @@ RED_TEAM_31 = {
         1,
         "embed_one_hot",
         "def embed_one_hot(ids, table):\n    V, D = table.shape\n    flat = ids.reshape(-1)\n    N = flat.numel()\n    # each id's occurrence number among equal ids (ids compared with ids, not with a vocabulary)\n    same = flat.unsqueeze(1) == flat.unsqueeze(0)\n    earlier = torch.ones(N, N, dtype=torch.bool).tril(-1)\n    rank = (same & earlier).sum(1)\n    slot = rank * V + flat                       # unique per position\n    pos = torch.zeros(N * V, dtype=torch.long)\n    pos.index_put_((slot,), torch.arange(N))     # pos[rank*V+id] = position\n    valid = torch.zeros(N * V, dtype=torch.bool)\n    valid.index_put_((slot,), torch.ones(N, dtype=torch.bool))\n    src = table.unsqueeze(0).expand(N, V, D)     # a view: no copy, no one-hot\n    vals = torch.where(valid.view(N, V, 1), src, torch.zeros((), dtype=table.dtype))\n    out = torch.zeros(N, D, dtype=table.dtype)\n    out.index_put_((pos.view(N, V),), vals, accumulate=True)   # table rows written where their ids are\n    return out.reshape(*ids.shape, D)\n",
-        "indexing the table",
+        "F.embedding, nn.Embedding or indexing (",
     ),
     "scatter_ reading a prefix": (
         1,
         "embed_one_hot",
         "def embed_one_hot(ids, table):\n    V, D = table.shape\n    flat = ids.reshape(-1)\n    N = flat.numel()\n    here = torch.arange(N)\n    rows = []\n    for i in range(N):\n        k = int((flat * (here == i)).sum())          # the i-th id, as a number\n        # scatter reads only as many rows of src as its index has: rows 0..k,\n        # all written to row 0 of a one-row tensor, in order: row k is written last\n        index = torch.zeros(k + 1, D, dtype=torch.long)\n        rows.append(torch.zeros(1, D, dtype=table.dtype).scatter_(0, index, table))\n    return torch.cat(rows).reshape(*ids.shape, D)\n",
-        "indexing the table",
+        "taken out of torch",
     ),
     "np.logaddexp on floats": (
         2,
@@ -469,3 +469,81 @@ def test_ids_may_leave_torch_in_the_lookup_but_the_tables_numbers_not():
     report = run_exercise(exercise, _function("embed_one_hot", floats))
     assert report.score == 0
     assert "taken out of torch" in report.first_hint
+
+
+#: The thirty-second red team's ways past pass 31's fix: a float's bits read as
+#: an int, or as a length (a shape, no scalar read at all), then NumPy or SciPy
+#: computing what is forbidden; the table taken out and looked up in NumPy; a
+#: tril/triu band at an id's diagonal. Every one takes a number out of torch.
+RED_TEAM_32 = {
+    "float bits as ints, then np.logaddexp": (
+        2,
+        "stable_softmax",
+        'import numpy as np\nimport torch\n\ndef stable_softmax(x):\n    """x (..., N) -> (..., N)."""\n    flat = x.detach().to(torch.float64).contiguous().reshape(-1).view(torch.int64)\n    bits = [int(flat[k]) for k in range(flat.shape[0])]   # int _local_scalar_dense: allowed\n    vals = np.array(bits, dtype=np.int64).view(np.float64).reshape(tuple(x.shape))\n    # the forbidden stable log-sum-exp, by NumPy\'s ufunc (no hook sees a ufunc call)\n    lse = np.full(vals.shape[:-1], -np.inf)\n    for j in range(vals.shape[-1]):\n        lse = np.logaddexp(lse, vals[..., j])\n    out = np.exp(vals - lse[..., None])\n    back = [int(b) for b in out.reshape(-1).view(np.int64)]\n    return torch.tensor(back, dtype=torch.int64).view(torch.float64).reshape(x.shape).to(x.dtype)\n',
+    ),
+    "ints as lengths (repeat_interleave), then np.logaddexp": (
+        2,
+        "stable_softmax",
+        'import numpy as np\nimport torch\n\ndef _out(t):\n    """an int64 tensor\'s elements to Python with no _local_scalar_dense: 16-bit pieces read as lengths"""\n    flat = t.reshape(-1)\n    vals = []\n    for k in range(flat.shape[0]):\n        v = flat[k]\n        n = 0\n        for s in range(0, 64, 16):\n            piece = ((v >> s) & 0xFFFF).reshape(1)\n            n |= torch.repeat_interleave(piece).shape[0] << s    # a length, not a scalar read\n        vals.append(n)\n    return vals\n\ndef stable_softmax(x):\n    flat = x.detach().to(torch.float64).contiguous().view(torch.int64)\n    vals = np.array(_out(flat), dtype=np.uint64).view(np.float64).reshape(tuple(x.shape))\n    lse = np.full(vals.shape[:-1], -np.inf)\n    for j in range(vals.shape[-1]):\n        lse = np.logaddexp(lse, vals[..., j])\n    out = np.exp(vals - lse[..., None])\n    back = [int(b) for b in out.reshape(-1).view(np.int64)]\n    return torch.tensor(back, dtype=torch.int64).view(torch.float64).reshape(x.shape).to(x.dtype)\n',
+    ),
+    "the table's bits to NumPy, looked up there": (
+        1,
+        "embed_one_hot",
+        'import numpy as np\nimport torch\n\ndef _ints(t):\n    """every element of t (an int tensor) as Python ints, no indexing: a tril/triu band per position"""\n    row = t.reshape(1, -1)\n    return [int(torch.triu(torch.tril(row, k), k).sum()) for k in range(row.shape[1])]\n\ndef embed_one_hot(ids, table):\n    """the table taken out of torch as its bits, looked up by NumPy fancy indexing"""\n    V, D = table.shape\n    wide = table.detach().to(torch.float64).view(torch.int64)\n    np_table = np.array(_ints(wide), dtype=np.int64).view(np.float64).reshape(V, D)\n    np_ids = np.array(_ints(ids), dtype=np.int64).reshape(tuple(ids.shape))\n    rows = np_table[np_ids]                      # the lookup: NumPy indexing\n    back = torch.tensor([int(b) for b in rows.reshape(-1).view(np.int64)], dtype=torch.int64)\n    return back.view(torch.float64).reshape(*ids.shape, D).to(table.dtype)\n',
+    ),
+    "a tril/triu band at an id's diagonal": (
+        1,
+        "embed_one_hot",
+        'import torch\n\ndef embed_one_hot(ids, table):\n    """ids (...,) int64, table (V, D) -> (..., D): row i read by a tril/triu band at diagonal i."""\n    V, D = table.shape\n    flat = ids.reshape(1, -1)                      # (1, N)\n    cols = table.t().reshape(D, 1, V)              # D batches of one row of V\n    rows = []\n    for n in range(flat.shape[1]):\n        i = int(torch.triu(torch.tril(flat, n), n).sum())      # ids[n], no indexing\n        rows.append(torch.triu(torch.tril(cols, i), i).sum(-1).reshape(D))  # table[i]\n    return torch.stack(rows).reshape(*ids.shape, D)\n',
+    ),
+    "bits to SciPy's zscore": (
+        4,
+        "layer_norm",
+        'import numpy as np\nimport torch\nfrom scipy import stats\n\ndef _np(t):\n    flat = t.detach().to(torch.float64).contiguous().reshape(-1).view(torch.int64)\n    return np.array([int(flat[k]) for k in range(flat.shape[0])], dtype=np.int64).view(np.float64).reshape(tuple(t.shape))\n\ndef layer_norm(x, gamma, beta, eps=1e-5):\n    """x (..., D) -> (..., D), normalised by SciPy\'s zscore in NumPy (numbers out via their bits)"""\n    a = _np(x)\n    z = np.nan_to_num(stats.zscore(a, axis=-1))                 # (x - mean) / std, by SciPy\n    var = a.var(axis=-1, keepdims=True)\n    out = z * np.sqrt(var / (var + eps)) * _np(gamma) + _np(beta)\n    back = [int(b) for b in out.reshape(-1).view(np.int64)]\n    return torch.tensor(back, dtype=torch.int64).view(torch.float64).reshape(x.shape).to(x.dtype)\n',
+    ),
+}
+
+#: One-hots written with a tensor of ones (the thirty-second red team found
+#: them refused): a repeated constant is a constant.
+ONES_WRITES = {
+    "scatter_ src ones": "def embed_one_hot(ids, table):\n    flat = ids.reshape(-1, 1)\n    oh = torch.zeros(flat.shape[0], table.shape[0], dtype=table.dtype)\n    oh.scatter_(1, flat, torch.ones(flat.shape[0], 1, dtype=table.dtype))\n    return (oh @ table).reshape(*ids.shape, -1)",
+    "scatter ones_like": "def embed_one_hot(ids, table):\n    idx = ids.unsqueeze(-1)\n    oh = torch.zeros(*ids.shape, table.shape[0], dtype=table.dtype).scatter(-1, idx, torch.ones_like(idx, dtype=table.dtype))\n    return oh @ table",
+    "scatter_add_": "def embed_one_hot(ids, table):\n    idx = ids.unsqueeze(-1)\n    oh = torch.zeros(*ids.shape, table.shape[0], dtype=table.dtype).scatter_add_(-1, idx, torch.ones(idx.shape, dtype=table.dtype))\n    return oh @ table",
+    "index_put ones(N)": "def embed_one_hot(ids, table):\n    flat = ids.reshape(-1)\n    N = flat.shape[0]\n    oh = torch.zeros(N, table.shape[0], dtype=table.dtype)\n    oh[torch.arange(N), flat] = torch.ones(N, dtype=table.dtype)\n    return (oh @ table).reshape(*ids.shape, -1)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_32))
+def test_the_thirty_second_red_teams_numbers_out_of_torch_earn_nothing(name):
+    number, key, source = RED_TEAM_32[name]
+    namespace = {"torch": torch, "F": F, "math": math}
+    exec(source, namespace)
+    exercise = chapter(number).exercises[key]
+    report = run_exercise(exercise, namespace[exercise.function])
+    assert report.score == 0
+    assert "taken out of torch" in report.first_hint
+
+
+@pytest.mark.parametrize("name", sorted(ONES_WRITES))
+def test_a_one_hot_written_with_a_tensor_of_ones_passes(name):
+    exercise = chapter(1).exercises["embed_one_hot"]
+    report = run_exercise(exercise, _function("embed_one_hot", ONES_WRITES[name]))
+    assert report.score == pytest.approx(exercise.points), report.first_hint
+
+
+def test_an_error_of_torchs_caught_inside_the_function_is_refused():
+    """A caught error answers a yes/no question about the numbers (F.one_hot
+    refuses an id past num_classes): asked often enough, it takes them out."""
+    exercise = chapter(1).exercises["embed_one_hot"]
+    probing = (
+        "def embed_one_hot(ids, table):\n"
+        "    V = table.shape[0]\n"
+        "    try:\n"
+        "        F.one_hot(ids, 1)  # is every id below 1?\n"
+        "    except RuntimeError:\n"
+        "        pass\n"
+        "    return F.one_hot(ids, V).to(table.dtype) @ table\n"
+    )
+    report = run_exercise(exercise, _function("embed_one_hot", probing))
+    assert report.score == 0
+    assert "caught inside your function" in report.first_hint

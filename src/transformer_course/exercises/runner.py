@@ -329,8 +329,9 @@ FORBIDDEN: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
     ),
     # Any way of reading rows out of the table: indexing, slicing, splitting.
     "embedding": (
-        "F.embedding, nn.Embedding or indexing the table (table[ids], table[i], "
-        "table[i:i+1], narrow, split, unbind, index_select, tolist, NumPy)",
+        "F.embedding, nn.Embedding or indexing (table[ids], table[i], "
+        "table[i:i+1], torch.eye(V)[ids], a loop over a tensor's elements, narrow, "
+        "split, unbind, index_select, tolist, NumPy)",
         frozenset(
             {
                 "embedding",
@@ -480,6 +481,10 @@ _PLAIN_OPERATORS = frozenset(
         "where_",
         "scatter",
         "scatter_",
+        "scatter_add",
+        "scatter_add_",
+        "index_fill",
+        "index_fill_",
         "index_put",
         "index_put_",
         "_index_put_impl_",
@@ -714,6 +719,13 @@ def forbidden_message(key: str) -> str:
             "allclose, a shape that depends on the values such as x[mask] or "
             "nonzero): keep them in tensors (torch.where instead of an if)"
         )
+    if key == _CAUGHT:
+        return (
+            "this exercise's checks cannot follow an error of torch's caught inside "
+            "your function (a caught error answers a question about the numbers, "
+            "such as whether an id is in range): let it propagate, or test with "
+            "tensors"
+        )
     if key == _PRINTED:
         return (
             f"{PRINTED} inside your function (printing reads its numbers out of "
@@ -731,15 +743,25 @@ def forbidden_message(key: str) -> str:
 
 #: A hit's key for an operator outside :func:`allowed_operators`: "operator:kthvalue".
 _OPERATOR = "operator:"
-#: A hit's key for a floating-point number taken out of a tensor (``float(x)``).
+#: A hit's key for a number taken out of a tensor (``float(x)``, ``bool(x)``).
 _NUMBERS_OUT = "numbers out"
+#: A hit's key for an error of torch's that the learner's function caught.
+_CAUGHT = "caught"
 
 #: Writes that build a one-hot (``scatter_(-1, ids, 1.0)``, ``oh[n, ids] = 1``):
 #: allowed in the lookup exercise only with one constant value. With a tensor of
 #: values they move the table's rows by their ids (the table written to the
 #: positions of its ids, or read a prefix at a time: the thirty-first red team).
 _WRITES = frozenset(
-    {"scatter", "scatter_", "index_put", "index_put_", "_index_put_impl_"}
+    {
+        "scatter",
+        "scatter_",
+        "scatter_add",
+        "scatter_add_",
+        "index_put",
+        "index_put_",
+        "_index_put_impl_",
+    }
 )
 
 
@@ -749,10 +771,17 @@ def _constant_write(func, args, kwargs) -> bool:
     name = func.overloadpacket.__name__
     if name not in _WRITES:
         return True
-    if name.startswith("scatter"):
-        return "value" in func._overloadname  # scatter_(dim, index, value)
-    values = args[2] if len(args) > 2 else (kwargs or {}).get("values")
-    return isinstance(values, torch.Tensor) and values.numel() == 1
+    if name.startswith("scatter") and "value" in func._overloadname:
+        return True  # scatter_(dim, index, 1.0)
+    at = 3 if name.startswith("scatter") else 2  # (self, dim, index, src)
+    values = args[at] if len(args) > at else None
+    if values is None:
+        values = (kwargs or {}).get("src" if name.startswith("scatter") else "values")
+    if not isinstance(values, torch.Tensor) or values.is_complex():
+        return False
+    # one value, or a tensor of one repeated value (torch.ones(n)): not the table
+    flat = values.detach().reshape(-1)
+    return flat.numel() <= 1 or bool(torch.all(flat == flat[0]))
 
 
 #: Operators whose result is a Python value, or a shape, that depends on the
@@ -887,6 +916,8 @@ class _Watch:
         self.hits: list[str] = []
         self.course: list[str] = []  # course package code that ran
         self.home: dict | None = None  # the learner's namespace
+        self.in_one_hot = 0  # F.one_hot runs (its ids may leave torch there)
+        self.torch_raised = False  # an error of torch's reached the learner's code
 
     def tables(self) -> tuple:
         """What the watch looks for, by value: compared before and after a call,
@@ -910,7 +941,21 @@ class _Watch:
                 key = watch.functions.get(name)
                 if key is not None:
                     raise watch.hit(key)
-                return func(*args, **(kwargs or {}))
+                if watch.allowed is None:
+                    return func(*args, **(kwargs or {}))
+                inside = name == "one_hot"  # which reads its ids' range
+                watch.in_one_hot += inside
+                try:
+                    return func(*args, **(kwargs or {}))
+                except ForbiddenUse:
+                    raise
+                except Exception:
+                    # torch's error, seen by the learner's code: if it is caught
+                    # there, it answered a question about the numbers
+                    watch.torch_raised = True
+                    raise
+                finally:
+                    watch.in_one_hot -= inside
 
         class Operators(TorchDispatchMode):
             @classmethod
@@ -930,7 +975,7 @@ class _Watch:
                     elif (
                         _leaks(func)
                         and not _runners_own(sys._getframe(1))
-                        and not ("embedding" in watch.keys and _an_id(func, args))
+                        and not (watch.in_one_hot and _an_id(func, args))
                     ):
                         key = _NUMBERS_OUT  # float(x), bool(x), x[mask]: to NumPy
                     elif "embedding" in watch.keys and not _constant_write(
@@ -1699,6 +1744,7 @@ def call_cases(
         kept.append((pristine, args))
         watch.hits.clear()
         watch.course.clear()
+        watch.torch_raised, watch.in_one_hot = False, 0
         tables = watch.tables()  # held here, out of the watch's reach
         error = None
         said, kinds = "", []
@@ -1706,6 +1752,8 @@ def call_cases(
             with _watching(watch, forbidden):
                 try:
                     value = function(*args)
+                    if watch.torch_raised and _CAUGHT not in watch.hits:
+                        watch.hits.append(_CAUGHT)  # and it returned: caught
                 except BaseException as err:
                     # the learner's __str__ runs here: watched too (the
                     # twenty-third red team started a thread from one)
