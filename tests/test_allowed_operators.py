@@ -547,3 +547,64 @@ def test_an_error_of_torchs_caught_inside_the_function_is_refused():
     report = run_exercise(exercise, _function("embed_one_hot", probing))
     assert report.score == 0
     assert "caught inside your function" in report.first_hint
+
+
+#: The thirty-third red team's laundering: a number handed to one of the
+#: runner's own functions left torch in the runner's frame, which the watch
+#: trusted (the grader's stand-in for the hidden package formats its name; in a
+#: notebook, to_plain compares its limits, a yes/no oracle).
+LAUNDERING_CELL = """
+box = {"H": type(getattr(tc, "not_there", None))}
+
+
+def out_of_torch(t):
+    flat = t.reshape(-1)
+    positions = torch.arange(flat.shape[0])
+    zero = torch.zeros((), dtype=t.dtype)
+    found = []
+    for i in range(flat.shape[0]):
+        e = torch.where(positions == i, flat, zero).sum().to(t.dtype)
+        try:
+            box["H"](e)()  # raises ModuleNotFoundError, its message f"{e}: ..."
+        except ModuleNotFoundError as err:
+            text = str(err).split(": ")[0]
+            found.append(float(text) if t.is_floating_point() else int(text))
+    return found
+"""
+LAUNDERED_LOOKUP = """
+def embed_one_hot(ids, table):
+    V, D = table.shape
+    rows = out_of_torch(table)
+    out = [rows[i * D:(i + 1) * D] for i in out_of_torch(ids)]  # a Python lookup
+    return torch.tensor(out, dtype=table.dtype).reshape(*ids.shape, D)
+"""
+
+
+@needs_bwrap
+def test_numbers_laundered_through_the_runners_own_code_earn_nothing(tmp_path):
+    from exercise_helpers import insert_after
+
+    notebook = submission({"embed_one_hot": LAUNDERED_LOOKUP}, chapter=1)
+    insert_after(notebook, "setup", LAUNDERING_CELL)  # a cell of the learner's
+    result = grade_notebook(write(tmp_path, notebook), only=["embed_one_hot"])
+    (grade,) = result.exercises
+    assert grade.points == 0, grade
+    assert "taken out of torch" in grade.hint
+
+
+def test_the_runners_to_plain_is_no_oracle_in_a_notebook():
+    exercise = chapter(2).exercises["stable_softmax"]
+    oracle = (
+        "def stable_softmax(x):\n"
+        "    from transformer_course.exercises.runner import to_plain\n"
+        "    try:\n"
+        "        to_plain(0, {'depth': x.amax() * 0})  # bool(0 > t) in to_plain\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+        "    return e / e.sum(-1, keepdim=True)\n"
+    )
+    report = run_exercise(exercise, _function("stable_softmax", oracle))
+    assert report.score == 0
+    assert report.first_hint.startswith("Not checked: ")
+    assert "taken out of torch" in report.first_hint

@@ -805,7 +805,7 @@ def report_from_outcomes(
     disqualified = next((o for o in every if o.error in DISQUALIFYING), None)
     if disqualified is not None:
         said = DISQUALIFYING[disqualified.error]
-        if disqualified.message.startswith(runner.PRINTED):  # print(x) to debug
+        if disqualified.message.startswith(runner.CANNOT_FOLLOW):  # print(x), assert
             said = "Not checked: {message}."
         hint = said.format(message=disqualified.message)
         results = tuple(

@@ -566,6 +566,8 @@ _READING_OPERATORS = frozenset(
         "select_scatter",
         "flip",
         "roll",
+        "diag",
+        "diag_embed",
         # order statistics: a maximum by sorting (a lookup of a row elsewhere)
         "sort",
         "msort",
@@ -714,14 +716,16 @@ def forbidden_message(key: str) -> str:
         )
     if key == _NUMBERS_OUT:
         return (
-            "this exercise's checks cannot follow a tensor's numbers taken out of "
-            "torch (float(x), x.item(), bool(x) in an if or assert, torch.equal or "
-            "allclose, a shape that depends on the values such as x[mask] or "
-            "nonzero): keep them in tensors (torch.where instead of an if)"
+            f"{CANNOT_FOLLOW} a tensor's numbers taken out of torch inside your "
+            "function (float(x), x.item(), bool(x) in an if or an assert, "
+            "torch.equal or allclose, a shape that depends on the values such as "
+            "x[mask] or nonzero): keep them in tensors (torch.where instead of an "
+            "if), and run sanity checks on values (an assert, an if, a print) "
+            "outside the function, on what it returns"
         )
     if key == _CAUGHT:
         return (
-            "this exercise's checks cannot follow an error of torch's caught inside "
+            f"{CANNOT_FOLLOW} an error of torch's caught inside "
             "your function (a caught error answers a question about the numbers, "
             "such as whether an id is in range): let it propagate, or test with "
             "tensors"
@@ -816,14 +820,18 @@ def _an_id(func, args) -> bool:
 
 def _runners_own(frame) -> bool:
     """Whether the Python code that called torch here (the first frame outside
-    torch) is this module's: the runner compares the inputs with ``torch.equal``
-    and ``bool`` under the watch, as the learner's code may not."""
+    torch) is the runner's comparison of the inputs with their copies
+    (:func:`_same`, with ``torch.equal`` and ``bool``, under the watch), as the
+    learner's code may not. That function alone: any other of the runner's, a
+    cell could hand a tensor to (the stand-in of the hidden package formats its
+    name, ``to_plain`` compares its limits), and its frame would carry the
+    numbers out (the thirty-third red team)."""
     while frame is not None and (
         (frame.f_globals.get("__name__") or "").startswith("torch")
         or (frame.f_globals is globals() and frame.f_code.co_name in _MODE_METHODS)
     ):  # torch, and the watch's own modes, which pass every call on
         frame = frame.f_back
-    return frame is not None and frame.f_globals is globals()
+    return frame is not None and frame.f_code is _same.__code__
 
 
 _MODE_METHODS = ("__torch_function__", "__torch_dispatch__")
@@ -853,8 +861,10 @@ _INNER_VIEWS = frozenset(
 
 #: A hit's key while torch formats a tensor as text (``print(x)`` in the function).
 _PRINTED = "printed"
-#: How the refusal of a printed tensor starts (a hint of its own, :mod:`.core`).
-PRINTED = "this exercise's checks cannot follow a tensor printed"
+#: How a refusal of what the checks cannot follow starts (a printed tensor, a
+#: number out of torch, a caught error): not cheating, and told so (:mod:`.core`).
+CANNOT_FOLLOW = "this exercise's checks cannot follow"
+PRINTED = f"{CANNOT_FOLLOW} a tensor printed"
 
 
 def _printing(frame) -> bool:
