@@ -608,3 +608,30 @@ def test_the_runners_to_plain_is_no_oracle_in_a_notebook():
     assert report.score == 0
     assert report.first_hint.startswith("Not checked: ")
     assert "taken out of torch" in report.first_hint
+
+
+#: The thirty-fourth red team's window: a generator in a reference cycle, whose
+#: finally the cyclic collector runs at an allocation inside the watch's own
+#: handler, where torch has taken the watch's modes off its stack (found by
+#: timing). The collector is off while such a function runs.
+GC_WINDOW = 'import time\n\ndef _unwatched(job):\n    """Run job() in a generator\'s finally that the garbage collector closes\n    inside the watch\'s own handler (its modes popped)."""\n    box = {"out": None, "armed": True}\n    a = torch.ones(2)\n\n    def probe():\n        t0 = time.perf_counter()\n        for _ in range(5):\n            a + a\n        return time.perf_counter() - t0\n\n    def arm():\n        def g(cell):\n            try:\n                yield\n            finally:\n                if box["armed"]:\n                    if probe() < box["thr"]:\n                        box["armed"] = False\n                        box["out"] = job()\n                    else:\n                        arm()\n        cell = []\n        gen = g(cell)\n        next(gen)\n        cell.append(gen)\n\n    box["thr"] = min(probe() for _ in range(5)) / 4\n    arm()\n    keep, y = [], a\n    for _ in range(5000):\n        if not box["armed"]:\n            break\n        keep.append([])\n        y = y + 0\n    box["armed"] = False\n    return box["out"]\n'
+
+
+GC_LOOKUP = (
+    GC_WINDOW + "\n\ndef embed_one_hot(ids, table):\n"
+    "    return _unwatched(lambda: table[ids].clone())\n"
+)
+
+
+def test_code_the_collector_runs_inside_the_watchs_handler_is_watched():
+    exercise = chapter(1).exercises["embed_one_hot"]
+    report = run_exercise(exercise, _function("embed_one_hot", GC_LOOKUP))
+    assert report.score == 0
+
+
+@needs_bwrap
+def test_the_grader_watches_code_the_collector_runs(tmp_path):
+    notebook = submission({"embed_one_hot": GC_LOOKUP}, chapter=1)
+    path = write(tmp_path, notebook)
+    (grade,) = grade_notebook(path, only=["embed_one_hot"]).exercises
+    assert grade.points == 0, grade
