@@ -635,3 +635,30 @@ def test_the_grader_watches_code_the_collector_runs(tmp_path):
     path = write(tmp_path, notebook)
     (grade,) = grade_notebook(path, only=["embed_one_hot"]).exercises
     assert grade.points == 0, grade
+
+
+#: The thirty-fifth red team's window: an object's ``__index__``, called back by
+#: torch inside the watch's function handler (the mode lifted), read numbers out
+#: of scatter_'s error messages, an error the function mode alone recorded.
+INDEX_WINDOW = 'import numpy as np\nimport torch\n\n\nclass Reader:\n    """An int-like object. torch asks for its value while parsing a size, once\n    more inside the watch\'s __torch_function__, where torch has lifted the\n    function mode: there an error caught is not seen, and scatter_\'s error\n    message names the first index out of bounds: a number out of torch."""\n\n    def __init__(self, tensors):\n        self.tensors = tensors\n        self.calls = 0\n        self.read = None\n\n    def __index__(self):\n        self.calls += 1\n        if self.calls == 3 and self.read is None:\n            self.read = [self.values(t) for t in self.tensors]\n        return 1\n\n    def values(self, t):\n        if t.is_floating_point():\n            wide = t.dtype == torch.float64\n            bits = t.reshape(-1).view(torch.int64 if wide else torch.int32).long()\n        else:\n            wide, bits = None, t.reshape(-1).long()\n        n = bits.shape[0]\n        where = torch.arange(n)\n        out = []\n        for i in range(n):\n            index = torch.where(where == i, bits + 2**40, 0)\n            try:\n                torch.zeros(1).scatter_(0, index, 1.0)\n            except RuntimeError as err:\n                out.append(int(str(err).split()[1]) - 2**40)\n        arr = np.array(out, dtype=np.int64)\n        if wide is None:\n            return arr.reshape(tuple(t.shape))\n        arr = arr.astype(np.int64 if wide else np.int32)\n        return arr.view(np.float64 if wide else np.float32).reshape(tuple(t.shape)).astype(np.float64)\n\n\ndef read(*tensors):\n    reader = Reader(list(tensors))\n    torch.zeros(reader)\n    return reader.read\n\n\ndef back(y, like):\n    flat = [float(v) for v in np.asarray(y, dtype=np.float64).reshape(-1)]\n    return torch.tensor(flat, dtype=like.dtype).reshape(tuple(y.shape))\n'
+INDEX_SOFTMAX = (
+    INDEX_WINDOW + "\n\ndef stable_softmax(x):\n"
+    "    (v,) = read(x)\n"
+    "    e = np.exp(v - v.max(-1, keepdims=True))\n"
+    "    return back(e / e.sum(-1, keepdims=True), x)\n"
+)
+
+
+def test_code_torch_calls_back_inside_the_watchs_handler_is_refused():
+    exercise = chapter(2).exercises["stable_softmax"]
+    report = run_exercise(exercise, _function("stable_softmax", INDEX_SOFTMAX))
+    assert report.score == 0
+    assert "caught inside your function" in report.first_hint
+
+
+@needs_bwrap
+def test_the_grader_refuses_code_called_back_inside_the_watchs_handler(tmp_path):
+    notebook = submission({"stable_softmax": INDEX_SOFTMAX}, chapter=2)
+    path = write(tmp_path, notebook, "02_attention.ipynb")
+    (grade,) = grade_notebook(path, only=["stable_softmax"]).exercises
+    assert grade.points == 0, grade

@@ -842,6 +842,7 @@ def _runners_own(frame) -> bool:
 _MODE_METHODS = ("__torch_function__", "__torch_dispatch__")
 
 
+
 #: Views that torch's own kernels call inside operators the allowlist admits
 #: (``cat`` of booleans narrows, ``repeat`` unfolds): where an exercise has an
 #: allowlist, the mode refuses them when the learner calls them, and their
@@ -999,7 +1000,16 @@ class _Watch:
                         key = "embedding"  # the table's rows, written by their ids
                 if key is not None:
                     raise watch.hit(key)
-                return func(*args, **(kwargs or {}))
+                try:
+                    return func(*args, **(kwargs or {}))
+                except ForbiddenUse:
+                    raise
+                except Exception:
+                    # as in Functions: an error of torch's the learner may catch
+                    # (reached with the function mode lifted: the thirty-fifth
+                    # red team read numbers out of scatter_'s message so)
+                    watch.torch_raised = True
+                    raise
 
         return Functions(), Operators()
 
