@@ -842,7 +842,6 @@ def _runners_own(frame) -> bool:
 _MODE_METHODS = ("__torch_function__", "__torch_dispatch__")
 
 
-
 #: Views that torch's own kernels call inside operators the allowlist admits
 #: (``cat`` of booleans narrows, ``repeat`` unfolds): where an exercise has an
 #: allowlist, the mode refuses them when the learner calls them, and their
