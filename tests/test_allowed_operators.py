@@ -16,7 +16,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from exercise_helpers import needs_bwrap, submission, write
+from exercise_helpers import (
+    insert_after,
+    needs_bwrap,
+    source_path,
+    submission,
+    write,
+)
 
 from transformer_course.exercises import chapter, runner
 from transformer_course.exercises.core import run_exercise
@@ -214,30 +220,43 @@ def _function(key, source):
     return namespace[key]
 
 
+def _checked(number, key, source):
+    """(the notebook's report on ``source`` as the answer to ``key``, the exercise)."""
+    exercise = chapter(number).exercises[key]
+    return run_exercise(exercise, _function(exercise.function, source)), exercise
+
+
+def _graded(tmp_path, number, key, source, *cells):
+    """The grader's grade of a submission whose answer to ``key`` is ``source``,
+    with the learner's ``cells`` after the setup."""
+    notebook = submission({key: source}, chapter=number)
+    if cells:
+        insert_after(notebook, "setup", *cells)
+    path = write(tmp_path, notebook, source_path(number).name)
+    (grade,) = grade_notebook(path, only=[key]).exercises
+    return grade
+
+
 @pytest.mark.parametrize(("number", "key", "source"), CASES)
 def test_honest_spellings_keep_full_marks(number, key, source):
-    exercise = chapter(number).exercises[key]
-    report = run_exercise(exercise, _function(key, source))
+    report, exercise = _checked(number, key, source)
     assert report.score == pytest.approx(exercise.points), report.first_hint
 
 
 @needs_bwrap
 @pytest.mark.parametrize(
-    ("number", "key", "index", "name"),
+    ("number", "key", "index"),
     [
-        (1, "embed_one_hot", 2, "01_tokens.ipynb"),
-        (2, "stable_softmax", 3, "02_attention.ipynb"),
-        (4, "layer_norm", 2, "04_block.ipynb"),
-        (6, "attend_with_cache", 2, "06_gpt.ipynb"),
+        (1, "embed_one_hot", 2),
+        (2, "stable_softmax", 3),
+        (4, "layer_norm", 2),
+        (6, "attend_with_cache", 2),
     ],
 )
 def test_the_grader_gives_an_unusual_honest_spelling_full_marks(
-    tmp_path, number, key, index, name
+    tmp_path, number, key, index
 ):
-    source = HONEST[(number, key)][index]
-    notebook = submission({key: source}, chapter=number)
-    result = grade_notebook(write(tmp_path, notebook, name), only=[key])
-    (grade,) = result.exercises
+    grade = _graded(tmp_path, number, key, HONEST[(number, key)][index])
     assert grade.points == pytest.approx(grade.max_points), grade
 
 
@@ -275,9 +294,7 @@ OUTSIDE = {
 
 @pytest.mark.parametrize("name", sorted(OUTSIDE))
 def test_an_operator_outside_the_list_is_refused_by_name(name):
-    number, key, source = OUTSIDE[name]
-    exercise = chapter(number).exercises[key]
-    report = run_exercise(exercise, _function(key, source))
+    report, _ = _checked(*OUTSIDE[name])
     assert report.score == 0
     assert "plain tensor arithmetic" in report.first_hint
     assert name in report.first_hint.replace("_cdist_forward", "cdist")
@@ -301,37 +318,37 @@ def test_the_list_holds_no_forbidden_operator_and_no_row_reader_for_lookups():
 
 
 def test_a_cell_that_widens_the_list_switches_the_checks_off():
-    exercise = chapter(1).exercises["embed_one_hot"]
     source = HONEST[(1, "embed_one_hot")][0]
     saved = runner._ALSO_ALLOWED["embedding"]
     try:
         runner._ALSO_ALLOWED["embedding"] = saved | {"kthvalue"}
-        report = run_exercise(exercise, _function("embed_one_hot", source))
+        report, exercise = _checked(1, "embed_one_hot", source)
     finally:
         runner._ALSO_ALLOWED["embedding"] = saved
     assert report.score == 0
     assert "switch off" in report.first_hint
-    report = run_exercise(exercise, _function("embed_one_hot", source))
+    report, _ = _checked(1, "embed_one_hot", source)
     assert report.score == pytest.approx(exercise.points)
 
 
 @pytest.mark.parametrize(
-    ("number", "key", "printed"),
-    [(2, "stable_softmax", "print(x)"), (1, "embed_one_hot", "print(f'{ids}')")],
+    ("number", "key", "printed", "shape"),
+    [
+        (2, "stable_softmax", "print(x)", "print(x.shape)"),
+        (1, "embed_one_hot", "print(f'{ids}')", "print(ids.shape)"),
+    ],
 )
-def test_a_tensor_printed_to_debug_is_named_as_such(number, key, printed):
+def test_a_tensor_printed_to_debug_is_named_as_such(number, key, printed, shape):
     """Printing a tensor reads its numbers out of torch (as tolist would), so
     the watch refuses it; the hint says that, not "you used a softmax"."""
-    source = HONEST[(number, key)][1].replace("\n", f"\n    {printed}\n", 1)
-    exercise = chapter(number).exercises[key]
-    report = run_exercise(exercise, _function(key, source))
+    honest = HONEST[(number, key)][1]
+    report, exercise = _checked(
+        number, key, honest.replace("\n", f"\n    {printed}\n", 1)
+    )
     assert report.score == 0
     assert report.first_hint.startswith("Not checked: " + runner.PRINTED)
     assert "print its shape" in report.first_hint
-    shapes_only = source.replace(
-        printed, "print(" + printed[6:-1].strip("f'{}") + ".shape)"
-    )
-    report = run_exercise(exercise, _function(key, shapes_only))
+    report, _ = _checked(number, key, honest.replace("\n", f"\n    {shape}\n", 1))
     assert report.score == pytest.approx(exercise.points), report.first_hint
 
 
@@ -388,21 +405,14 @@ HONEST_31 = {
 @pytest.mark.parametrize("name", sorted(RED_TEAM_31))
 def test_the_thirty_first_red_teams_lookups_and_log_adds_earn_nothing(name):
     number, key, source, said = RED_TEAM_31[name]
-    namespace = {"torch": torch, "F": F, "math": math}
-    exec(source, namespace)
-    exercise = chapter(number).exercises[key]
-    report = run_exercise(exercise, namespace[exercise.function])
+    report, _ = _checked(number, key, source)
     assert report.score == 0
     assert said in report.first_hint
 
 
 @pytest.mark.parametrize("name", sorted(HONEST_31))
 def test_honest_spellings_the_thirty_first_red_team_found_refused_pass(name):
-    number, key, source = HONEST_31[name]
-    namespace = {"torch": torch, "F": F, "math": math}
-    exec(source, namespace)
-    exercise = chapter(number).exercises[key]
-    report = run_exercise(exercise, namespace[exercise.function])
+    report, exercise = _checked(*HONEST_31[name])
     assert report.score == pytest.approx(exercise.points), report.first_hint
 
 
@@ -443,15 +453,13 @@ LEAKS = {
 
 @pytest.mark.parametrize("name", sorted(LEAKS))
 def test_no_number_leaves_torch_where_an_allowlist_holds(name):
-    exercise = chapter(2).exercises["stable_softmax"]
-    report = run_exercise(exercise, _function("stable_softmax", LEAKS[name]))
+    report, _ = _checked(2, "stable_softmax", LEAKS[name])
     assert report.score == 0
     assert "taken out of torch" in report.first_hint
     assert "torch.where instead of an if" in report.first_hint
 
 
 def test_ids_may_leave_torch_in_the_lookup_but_the_tables_numbers_not():
-    exercise = chapter(1).exercises["embed_one_hot"]
     looped = (
         "def embed_one_hot(ids, table):\n"
         "    V = table.shape[0]\n"
@@ -460,13 +468,13 @@ def test_ids_may_leave_torch_in_the_lookup_but_the_tables_numbers_not():
         "    return torch.stack(rows).reshape(*ids.shape, -1)\n"
     )
     # iterating over the ids selects: refused as a lookup, not as a leak
-    report = run_exercise(exercise, _function("embed_one_hot", looped))
+    report, exercise = _checked(1, "embed_one_hot", looped)
     assert report.score == 0
     one_hot = HONEST[(1, "embed_one_hot")][0]  # F.one_hot reads its ids' range
-    report = run_exercise(exercise, _function("embed_one_hot", one_hot))
+    report, _ = _checked(1, "embed_one_hot", one_hot)
     assert report.score == pytest.approx(exercise.points)
     floats = one_hot.replace("    return", "    float(table.sum())\n    return", 1)
-    report = run_exercise(exercise, _function("embed_one_hot", floats))
+    report, _ = _checked(1, "embed_one_hot", floats)
     assert report.score == 0
     assert "taken out of torch" in report.first_hint
 
@@ -515,26 +523,20 @@ ONES_WRITES = {
 
 @pytest.mark.parametrize("name", sorted(RED_TEAM_32))
 def test_the_thirty_second_red_teams_numbers_out_of_torch_earn_nothing(name):
-    number, key, source = RED_TEAM_32[name]
-    namespace = {"torch": torch, "F": F, "math": math}
-    exec(source, namespace)
-    exercise = chapter(number).exercises[key]
-    report = run_exercise(exercise, namespace[exercise.function])
+    report, _ = _checked(*RED_TEAM_32[name])
     assert report.score == 0
     assert "taken out of torch" in report.first_hint
 
 
 @pytest.mark.parametrize("name", sorted(ONES_WRITES))
 def test_a_one_hot_written_with_a_tensor_of_ones_passes(name):
-    exercise = chapter(1).exercises["embed_one_hot"]
-    report = run_exercise(exercise, _function("embed_one_hot", ONES_WRITES[name]))
+    report, exercise = _checked(1, "embed_one_hot", ONES_WRITES[name])
     assert report.score == pytest.approx(exercise.points), report.first_hint
 
 
 def test_an_error_of_torchs_caught_inside_the_function_is_refused():
     """A caught error answers a yes/no question about the numbers (F.one_hot
     refuses an id past num_classes): asked often enough, it takes them out."""
-    exercise = chapter(1).exercises["embed_one_hot"]
     probing = (
         "def embed_one_hot(ids, table):\n"
         "    V = table.shape[0]\n"
@@ -544,7 +546,7 @@ def test_an_error_of_torchs_caught_inside_the_function_is_refused():
         "        pass\n"
         "    return F.one_hot(ids, V).to(table.dtype) @ table\n"
     )
-    report = run_exercise(exercise, _function("embed_one_hot", probing))
+    report, _ = _checked(1, "embed_one_hot", probing)
     assert report.score == 0
     assert "caught inside your function" in report.first_hint
 
@@ -582,18 +584,12 @@ def embed_one_hot(ids, table):
 
 @needs_bwrap
 def test_numbers_laundered_through_the_runners_own_code_earn_nothing(tmp_path):
-    from exercise_helpers import insert_after
-
-    notebook = submission({"embed_one_hot": LAUNDERED_LOOKUP}, chapter=1)
-    insert_after(notebook, "setup", LAUNDERING_CELL)  # a cell of the learner's
-    result = grade_notebook(write(tmp_path, notebook), only=["embed_one_hot"])
-    (grade,) = result.exercises
+    grade = _graded(tmp_path, 1, "embed_one_hot", LAUNDERED_LOOKUP, LAUNDERING_CELL)
     assert grade.points == 0, grade
     assert "taken out of torch" in grade.hint
 
 
 def test_the_runners_to_plain_is_no_oracle_in_a_notebook():
-    exercise = chapter(2).exercises["stable_softmax"]
     oracle = (
         "def stable_softmax(x):\n"
         "    from transformer_course.exercises.runner import to_plain\n"
@@ -604,7 +600,7 @@ def test_the_runners_to_plain_is_no_oracle_in_a_notebook():
         "    e = (x - x.amax(-1, keepdim=True)).exp()\n"
         "    return e / e.sum(-1, keepdim=True)\n"
     )
-    report = run_exercise(exercise, _function("stable_softmax", oracle))
+    report, _ = _checked(2, "stable_softmax", oracle)
     assert report.score == 0
     assert report.first_hint.startswith("Not checked: ")
     assert "taken out of torch" in report.first_hint
@@ -624,16 +620,13 @@ GC_LOOKUP = (
 
 
 def test_code_the_collector_runs_inside_the_watchs_handler_is_watched():
-    exercise = chapter(1).exercises["embed_one_hot"]
-    report = run_exercise(exercise, _function("embed_one_hot", GC_LOOKUP))
+    report, _ = _checked(1, "embed_one_hot", GC_LOOKUP)
     assert report.score == 0
 
 
 @needs_bwrap
 def test_the_grader_watches_code_the_collector_runs(tmp_path):
-    notebook = submission({"embed_one_hot": GC_LOOKUP}, chapter=1)
-    path = write(tmp_path, notebook)
-    (grade,) = grade_notebook(path, only=["embed_one_hot"]).exercises
+    grade = _graded(tmp_path, 1, "embed_one_hot", GC_LOOKUP)
     assert grade.points == 0, grade
 
 
@@ -650,15 +643,12 @@ INDEX_SOFTMAX = (
 
 
 def test_code_torch_calls_back_inside_the_watchs_handler_is_refused():
-    exercise = chapter(2).exercises["stable_softmax"]
-    report = run_exercise(exercise, _function("stable_softmax", INDEX_SOFTMAX))
+    report, _ = _checked(2, "stable_softmax", INDEX_SOFTMAX)
     assert report.score == 0
     assert "caught inside your function" in report.first_hint
 
 
 @needs_bwrap
 def test_the_grader_refuses_code_called_back_inside_the_watchs_handler(tmp_path):
-    notebook = submission({"stable_softmax": INDEX_SOFTMAX}, chapter=2)
-    path = write(tmp_path, notebook, "02_attention.ipynb")
-    (grade,) = grade_notebook(path, only=["stable_softmax"]).exercises
+    grade = _graded(tmp_path, 2, "stable_softmax", INDEX_SOFTMAX)
     assert grade.points == 0, grade

@@ -467,6 +467,8 @@ _PLAIN_OPERATORS = frozenset(
         "copy_",
         "_to_copy",
         "to",
+        # listed, but refused as numbers out of torch (_leaks) outside the
+        # runner's comparison and F.one_hot's range check
         "_local_scalar_dense",
         "is_nonzero",
         "equal",
@@ -707,6 +709,21 @@ class ForbiddenUse(Exception):  # noqa: N818  (reported to the learner by name)
     """The learner's function called something its exercise forbids."""
 
 
+#: A hit's key for an operator outside :func:`allowed_operators`: "operator:kthvalue".
+_OPERATOR = "operator:"
+#: A hit's key for a number taken out of a tensor (``float(x)``, ``bool(x)``).
+_NUMBERS_OUT = "numbers out"
+#: A hit's key for an error of torch's that the learner's function caught.
+_CAUGHT = "caught"
+
+#: A hit's key while torch formats a tensor as text (``print(x)`` in the function).
+_PRINTED = "printed"
+#: How a refusal of what the checks cannot follow starts (a printed tensor, a
+#: number out of torch, a caught error): not cheating, and told so (:mod:`.core`).
+CANNOT_FOLLOW = "this exercise's checks cannot follow"
+PRINTED = f"{CANNOT_FOLLOW} a tensor printed"
+
+
 def forbidden_message(key: str) -> str:
     if key == "escape":
         return (
@@ -750,13 +767,6 @@ def forbidden_message(key: str) -> str:
     return f"this exercise asks you not to use {FORBIDDEN[key][0]}"
 
 
-#: A hit's key for an operator outside :func:`allowed_operators`: "operator:kthvalue".
-_OPERATOR = "operator:"
-#: A hit's key for a number taken out of a tensor (``float(x)``, ``bool(x)``).
-_NUMBERS_OUT = "numbers out"
-#: A hit's key for an error of torch's that the learner's function caught.
-_CAUGHT = "caught"
-
 #: Writes that build a one-hot (``scatter_(-1, ids, 1.0)``, ``oh[n, ids] = 1``):
 #: allowed in the lookup exercise only with one constant value. With a tensor of
 #: values they move the table's rows by their ids (the table written to the
@@ -776,7 +786,7 @@ _WRITES = frozenset(
 
 def _constant_write(func, args, kwargs) -> bool:
     """Whether ``func`` is no write of :data:`_WRITES`, or one of a single
-    constant value (a Python number, or a tensor of one element)."""
+    constant value (a Python number, or a tensor of one repeated value)."""
     name = func.overloadpacket.__name__
     if name not in _WRITES:
         return True
@@ -810,9 +820,9 @@ def _leaks(func) -> bool:
 
 
 def _an_id(func, args) -> bool:
-    """Whether ``func`` reads one integer out of an integer tensor: an id, in the
-    lookup (``F.one_hot`` checks its ids' range so, and a loop may read them);
-    the table's numbers, floats, never leave so."""
+    """Whether ``func`` reads one integer out of an integer tensor, as
+    ``F.one_hot`` does to check its ids' range (the only place where the watch
+    lets one out: see ``in_one_hot``)."""
     return (
         func.overloadpacket.__name__ == "_local_scalar_dense"
         and bool(args)
@@ -821,6 +831,11 @@ def _an_id(func, args) -> bool:
         and not args[0].is_complex()
         and args[0].dtype is not torch.bool
     )
+
+
+#: The watch's own mode handlers, which pass every call on to torch (through
+#: :meth:`_Watch.run`).
+_MODE_METHODS = ("__torch_function__", "__torch_dispatch__")
 
 
 def _runners_own(frame) -> bool:
@@ -834,12 +849,10 @@ def _runners_own(frame) -> bool:
     while frame is not None and (
         (frame.f_globals.get("__name__") or "").startswith("torch")
         or (frame.f_globals is globals() and frame.f_code.co_name in _MODE_METHODS)
+        or frame.f_code is _Watch.run.__code__
     ):  # torch, and the watch's own modes, which pass every call on
         frame = frame.f_back
     return frame is not None and frame.f_code is _same.__code__
-
-
-_MODE_METHODS = ("__torch_function__", "__torch_dispatch__")
 
 
 #: Views that torch's own kernels call inside operators the allowlist admits
@@ -863,13 +876,6 @@ _INNER_VIEWS = frozenset(
         "index",
     }
 )
-
-#: A hit's key while torch formats a tensor as text (``print(x)`` in the function).
-_PRINTED = "printed"
-#: How a refusal of what the checks cannot follow starts (a printed tensor, a
-#: number out of torch, a caught error): not cheating, and told so (:mod:`.core`).
-CANNOT_FOLLOW = "this exercise's checks cannot follow"
-PRINTED = f"{CANNOT_FOLLOW} a tensor printed"
 
 
 def _printing(frame) -> bool:
@@ -940,8 +946,11 @@ class _Watch:
         tables = (self.functions, self.ops, self.names, self.prefixes)
         return (*(frozenset(table.items()) for table in tables), self.allowed)
 
-    def hit(self, key: str):
-        key = _PRINTED if _printing(sys._getframe(1)) else key
+    def hit(self, key: str, frame=None):
+        """Record ``key`` (as :data:`_PRINTED` while torch formats a tensor as
+        text in ``frame``, the caller's by default) and return the refusal."""
+        frame = frame or sys._getframe(1)
+        key = _PRINTED if key != "escape" and _printing(frame) else key
         if key not in self.hits:
             self.hits.append(key)
         return ForbiddenUse(forbidden_message(key))
@@ -961,14 +970,7 @@ class _Watch:
                 inside = name == "one_hot"  # which reads its ids' range
                 watch.in_one_hot += inside
                 try:
-                    return func(*args, **(kwargs or {}))
-                except ForbiddenUse:
-                    raise
-                except Exception:
-                    # torch's error, seen by the learner's code: if it is caught
-                    # there, it answered a question about the numbers
-                    watch.torch_raised = True
-                    raise
+                    return watch.run(func, args, kwargs)
                 finally:
                     watch.in_one_hot -= inside
 
@@ -999,18 +1001,25 @@ class _Watch:
                         key = "embedding"  # the table's rows, written by their ids
                 if key is not None:
                     raise watch.hit(key)
-                try:
-                    return func(*args, **(kwargs or {}))
-                except ForbiddenUse:
-                    raise
-                except Exception:
-                    # as in Functions: an error of torch's the learner may catch
-                    # (reached with the function mode lifted: the thirty-fifth
-                    # red team read numbers out of scatter_'s message so)
-                    watch.torch_raised = True
-                    raise
+                # noted here too: code torch calls back inside the function
+                # handler (an __index__) runs with the function mode lifted
+                # (the thirty-fifth red team read numbers out of scatter_'s
+                # message so)
+                return watch.run(func, args, kwargs)
 
         return Functions(), Operators()
+
+    def run(self, func, args, kwargs):
+        """``func(*args, **kwargs)`` for a mode, noting an error of torch's: if
+        the learner's code catches it, it answered a question about the
+        numbers (:data:`_CAUGHT`)."""
+        try:
+            return func(*args, **(kwargs or {}))
+        except ForbiddenUse:
+            raise
+        except Exception:
+            self.torch_raised = True
+            raise
 
     def _python_hit(self, frame, event, arg) -> str | None:
         """The forbidden key a profiled call matches, or "escape"."""
@@ -1120,13 +1129,10 @@ class _Watch:
                 return
             key = self._python_hit(frame, event, arg)
             if key is not None:
-                key = _PRINTED if key != "escape" and _printing(frame) else key
-                if key not in self.hits:
-                    self.hits.append(key)
                 # raised from the hook, which unsets it: however the learner's
                 # code catches this and whatever it then does to the record of
                 # hits, the missing hook is seen once the function has returned
-                raise ForbiddenUse(forbidden_message(key))
+                raise self.hit(key, frame)
 
         before, before_threads = sys.getprofile(), threading.getprofile()
         threading.setprofile(profile)

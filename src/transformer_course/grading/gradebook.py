@@ -1200,18 +1200,11 @@ def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
     merged: list[dict] = []
     placed: set[tuple[str, str]] = set()
     if Path(path).is_file():
+        problem = _not_our_csv(path, None)  # main refuses it before grading too
+        if problem:
+            raise ValueError(problem)
         with open(path, newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            old = list(reader)
-        missing = {"student", "assignment", "exercise", "points"} - set(
-            reader.fieldnames or ()
-        )
-        if old and missing:  # nbgrader's grades.csv, a summary, another file
-            raise ValueError(
-                f"{path} is not a CSV this command wrote (no columns "
-                f"{', '.join(sorted(missing))}): name another file for --csv, so "
-                "that this one is not overwritten"
-            )
+            old = list(csv.DictReader(handle))
         for record in old:
             key = (record.get("student", ""), record.get("assignment", ""))
             if key in fresh:
@@ -1243,6 +1236,10 @@ def spreadsheet_safe(value: object) -> object:
     return value
 
 
+#: Columns every class CSV this command writes has (:data:`CSV_FIELDS`).
+_OUR_COLUMNS = frozenset({"student", "assignment", "exercise", "points"})
+
+
 def _not_our_csv(path: Path | None, summary_path: Path | None) -> str:
     """Why ``--csv path`` (and ``--summary``) would overwrite a file that is not
     this command's class CSV, or "": nbgrader's ``grades.csv``, a summary, a
@@ -1261,7 +1258,7 @@ def _not_our_csv(path: Path | None, summary_path: Path | None) -> str:
             header = next(csv.reader(handle), [])
     except (OSError, UnicodeDecodeError) as err:
         return f"{path} cannot be read as a CSV ({type(err).__name__})"
-    missing = {"student", "assignment", "exercise", "points"} - set(header)
+    missing = _OUR_COLUMNS - set(header)
     if header and missing:
         return (
             f"{path} is not a CSV this command wrote (no columns "

@@ -55,6 +55,7 @@ import torch
 from ..exercises.runner import (
     WIRE_LIMITS,
     WireError,
+    _cut,
     _descendants,
     _prctl,
     decode_result,
@@ -764,7 +765,7 @@ def read_output(raw: object) -> dict:
                 {
                     "value": outcome.get("value"),
                     "error": optional_text(outcome.get("error"), 100),
-                    "message": message if len(message) <= 500 else message[:499] + "…",
+                    "message": _cut(message),
                     "mutated": mutated[:64],
                     "kinds": [k[:100] for k in kinds[:20]],
                     "value_type": optional_text(outcome.get("value_type"), 100),
