@@ -67,7 +67,7 @@ MISTAKES = [
     (
         "attention_weights",
         "def attention_weights(q, k, mask=None):\n    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-2)",
-        "shape (..., N_q, N_k), rows sum to 1",
+        "shape (..., N_q, N_k), unmasked rows sum to 1",
         "over the keys",
     ),
     (

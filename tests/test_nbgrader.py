@@ -445,6 +445,21 @@ def test_a_class_graded_as_the_readme_says(course):
     assert "python -m transformer_course.grading.gradebook ch01" in export.stderr
     record_path.write_text(kept)
 
+    # bob again, without --csv: the summary is still the class's (not bob's
+    # alone), and the log names the class CSV last written, which lacks his
+    # new scores
+    run = gradebook_command(
+        course, "ch01", "--student", "bob", "--summary", "after_bob.csv"
+    )
+    assert f"note: {(course / 'fresh.csv').resolve()}, the class CSV" in run.stderr
+    assert "--csv" in run.stderr
+    class_size = len({r["student"] for r in whole})
+    assert class_size >= 3
+    told = list(csv.DictReader((course / "after_bob.csv").open()))
+    assert told
+    assert {int(r["students"]) for r in told} == {class_size}
+    assert f"/{class_size}\n" in run.stdout  # the console's "full marks k/n"
+
     # a typo in --student is refused: it would add a student to the gradebook
     typo = gradebook_run(course, "ch01", "--student", "bbo")
     assert typo.returncode == 2

@@ -330,7 +330,7 @@ def _judge_mask(cases, outcomes):
             )
         if not close(w.sum(-1), torch.ones(w.shape[:-1])):
             raise Failed(
-                "The mask was applied after the softmax, so rows no longer sum to 1. Set masked scores to -inf before the softmax."
+                "The mask was applied after the softmax: a row with a masked key no longer sums to 1 (rows without a mask still do). Set masked scores to -inf before the softmax."
             )
         raise Failed(
             "With a mask, the weights should be softmax(q kᵀ/√d_k with masked scores set to -inf)."
@@ -402,7 +402,7 @@ WEIGHTS = Exercise(
     points=4,
     checks=(
         Check(
-            "shape (..., N_q, N_k), rows sum to 1",
+            "shape (..., N_q, N_k), unmasked rows sum to 1",
             _weights_cases,
             _judge_weights_rows,
             PROPERTY,

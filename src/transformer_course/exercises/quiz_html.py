@@ -60,12 +60,14 @@ NEAR = (
     "Close: within 10 % of the answer. Check the count (a term or a step too "
     "many or too few, a bias) and the rounding (give more decimals)."
 )
+# The factor itself is not named (dividing by it would give the answer away,
+# and the first try is what counts): only whether it is a power of 2 or of 10.
 TIMES = (
-    "Your number is {factor} times too large: check for a factor too many, "
-    "or a division left out."
+    "Your number is too large by a power of {base}: check for a factor too many "
+    "(two FLOPs per multiply-add, bytes per number), or a division left out."
 )
 FRACTION = (
-    "Your number is {factor} times too small: check for a missing factor, "
+    "Your number is too small by a power of {base}: check for a missing factor, "
     "or a division too many."
 )
 FACTORS = (2, 4, 8, 10, 100, 1000, 1024, 1000000)
@@ -75,6 +77,11 @@ UNITS = (
     "Your number is off by 1.048576 = 2^20 / 10^6: check megabytes (10^6 bytes) "
     "against mebibytes (MiB, 2^20 bytes), and which one the question asks for."
 )
+
+
+def _base(factor: int) -> int:
+    """10 for a power of ten among :data:`FACTORS`, else 2."""
+    return 10 if factor % 10 == 0 else 2
 
 
 def near_miss(value: float, answer: float) -> str:
@@ -89,9 +96,9 @@ def near_miss(value: float, answer: float) -> str:
         return NEAR
     for factor in FACTORS:
         if abs(ratio / factor - 1) <= 1e-3:
-            return TIMES.format(factor=factor)
+            return TIMES.format(base=_base(factor))
         if abs(ratio * factor - 1) <= 1e-3:
-            return FRACTION.format(factor=factor)
+            return FRACTION.format(base=_base(factor))
     return ""
 
 
@@ -209,10 +216,10 @@ _SCRIPT = """\
       for (var i = 0; i < data.factors.length; i++) {
         var factor = data.factors[i];
         if (Math.abs(ratio / factor - 1) <= 1e-3) {
-          return data.times.replace("{factor}", String(factor));
+          return data.times.replace("{base}", factor % 10 === 0 ? "10" : "2");
         }
         if (Math.abs(ratio * factor - 1) <= 1e-3) {
-          return data.fraction.replace("{factor}", String(factor));
+          return data.fraction.replace("{base}", factor % 10 === 0 ? "10" : "2");
         }
       }
       return "";

@@ -1085,6 +1085,28 @@ def record_points(
     write_text_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
+#: The points record's key for the class CSV last written per assignment.
+CSV_KEY = "class CSV"
+
+
+def remember_csv(path: Path, assignment: str, csv_path: Path) -> None:
+    """Note, in the points record at ``path``, that ``csv_path`` is the class
+    CSV of ``assignment``: a later regrade without ``--csv`` names it as stale."""
+    record = read_points_record(path)
+    files = record.get(CSV_KEY)
+    if not isinstance(files, dict):
+        files = record[CSV_KEY] = {}
+    files[assignment] = str(Path(csv_path).resolve())
+    write_text_atomically(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def remembered_csv(path: Path, assignment: str) -> Path | None:
+    """The class CSV last written for ``assignment`` (:func:`remember_csv`)."""
+    files = read_points_record(path).get(CSV_KEY)
+    name = files.get(assignment) if isinstance(files, dict) else None
+    return Path(name) if isinstance(name, str) else None
+
+
 SOURCE_DIFFERS = "the points in the source notebooks differ from the gradebook's ({})."
 REGENERATE = (
     "nbgrader records an exercise's points when it makes the assignment: run "
@@ -1510,21 +1532,31 @@ def main(argv: list[str] | None = None) -> int:
     graded = {r.student for r in rows} - set(failed)
     if graded:
         record_points(record, args.assignment, now, sorted(graded))
-    records = [{f: getattr(r, f) for f in CSV_FIELDS} for r in rows]
+    # the rest of the class as the gradebook holds it: a regrade of some
+    # students writes and summarises the class, never those students alone
+    others = (
+        recorded_rows(args.assignment, args.course, args.db, leave_out=args.student)
+        if args.student
+        else []
+    )
+    records = [{f: getattr(r, f) for f in CSV_FIELDS} for r in rows + others]
     if args.csv:
-        if args.student:
-            # the rest of the class as the gradebook holds it, where the CSV
-            # lacks them (a new file): a class CSV, never one student's rows
-            listed = _students_in_csv(args.csv, args.assignment)
-            rows = rows + [
-                row
-                for row in recorded_rows(
-                    args.assignment, args.course, args.db, leave_out=args.student
-                )
-                if row.student not in listed
-            ]
-        records = merge_csv(args.csv, rows)
+        listed = _students_in_csv(args.csv, args.assignment) if args.student else ()
+        records = merge_csv(
+            args.csv, rows + [r for r in others if r.student not in listed]
+        )
         write_csv(args.csv, records)
+        remember_csv(record, args.assignment, args.csv)
+    elif args.student:
+        stale = remembered_csv(record, args.assignment)
+        if stale is not None and stale.is_file():
+            print(
+                f"\nnote: {stale}, the class CSV written when {args.assignment} was "
+                "last graded with --csv, does not have these scores (the gradebook "
+                "and nbgrader export do): add --csv "
+                f"{stale} to update its rows in place",
+                file=sys.stderr,
+            )
     table = summary([r for r in records if r["assignment"] == args.assignment])
     print(f"\nclass summary ({args.assignment}):\n{summary_text(table)}")
     target = args.summary or (
