@@ -652,3 +652,140 @@ def test_code_torch_calls_back_inside_the_watchs_handler_is_refused():
 def test_the_grader_refuses_code_called_back_inside_the_watchs_handler(tmp_path):
     grade = _graded(tmp_path, 2, "stable_softmax", INDEX_SOFTMAX)
     assert grade.points == 0, grade
+
+
+#: The thirty-sixth red team's reads (3/3, 3/3, 2/2 and 4/4 in the grader
+#: before the fix): F.one_hot(t, -1)'s width is the largest id, read out of
+#: torch one byte per call; and a learner's subclass of Tensor, whose C methods
+#: (numpy) counted as the learner's module, called back inside the watch's
+#: function handler (a size's __index__, a list's __len__), where the function
+#: mode is lifted.
+SUBCLASS = (
+    "import numpy as np\nimport torch\n\n\nclass Plain(torch.Tensor):\n    pass\n"
+)
+RED_TEAM_36 = {
+    "one-hot width": (
+        2,
+        "stable_softmax",
+        "import numpy as np\nimport torch\nimport torch.nn.functional as F\n\n\n"
+        "def number(t):\n"
+        "    return F.one_hot(t.reshape(1), -1).shape[-1] - 1\n\n\n"
+        "def stable_softmax(x):\n"
+        "    q = (x.abs() * 2**16).round().long().reshape(-1)\n"
+        "    sign = (x < 0).long().reshape(-1)\n"
+        "    values = []\n"
+        "    for i in range(q.shape[0]):\n"
+        "        v = sum(\n"
+        "            number(torch.div(q[i], 256**k, rounding_mode='floor') % 256)"
+        " * 256**k\n"
+        "            for k in range(5)\n"
+        "        ) / 2**16\n"
+        "        values.append(-v if number(sign[i]) else v)\n"
+        "    v = np.array(values).reshape(tuple(x.shape))\n"
+        "    e = np.exp(v - v.max(-1, keepdims=True))\n"
+        "    return torch.tensor(e / e.sum(-1, keepdims=True), dtype=x.dtype)\n",
+    ),
+    "subclass numpy in an __index__": (
+        2,
+        "stable_softmax",
+        SUBCLASS + "\n\nclass Size:\n"
+        "    def __init__(self, x, box):\n"
+        "        self.x, self.box = x, box\n\n"
+        "    def __index__(self):\n"
+        "        v = self.x.as_subclass(Plain).numpy()\n"
+        "        e = np.exp(v - v.max(-1, keepdims=True))\n"
+        "        self.box.append(e / e.sum(-1, keepdims=True))\n"
+        "        return self.x.shape[-1]\n\n\n"
+        "def stable_softmax(x):\n"
+        "    box = []\n"
+        "    x.split([Size(x, box)], -1)\n"
+        "    return torch.tensor(box[0], dtype=x.dtype)\n",
+    ),
+    "subclass numpy in a __len__": (
+        1,
+        "embed_one_hot",
+        SUBCLASS + "\n\nclass Sizes(list):\n"
+        "    def __len__(self):\n"
+        "        if self.job is not None:\n"
+        "            job, self.job = self.job, None\n"
+        "            job()\n"
+        "        return list.__len__(self)\n\n\n"
+        "def embed_one_hot(ids, table):\n"
+        "    box = []\n"
+        "    sizes = Sizes([table.shape[-1]])\n"
+        "    sizes.job = lambda: box.append(\n"
+        "        table.as_subclass(Plain).numpy()[ids.as_subclass(Plain).numpy()]\n"
+        "    )\n"
+        "    table.unflatten(-1, sizes)\n"
+        "    return torch.tensor(box[0], dtype=table.dtype)\n",
+    ),
+    "subclass numpy, LayerNorm in NumPy": (
+        4,
+        "layer_norm",
+        SUBCLASS + "\n\nclass Sizes(list):\n"
+        "    def __len__(self):\n"
+        "        if self.job is not None:\n"
+        "            job, self.job = self.job, None\n"
+        "            job()\n"
+        "        return list.__len__(self)\n\n\n"
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    box = []\n\n"
+        "    def job():\n"
+        "        v = x.as_subclass(Plain).numpy()\n"
+        "        z = (v - v.mean(-1, keepdims=True)) / np.sqrt(\n"
+        "            v.var(-1, keepdims=True) + eps\n"
+        "        )\n"
+        "        g, b = gamma.as_subclass(Plain).numpy(), beta.as_subclass(Plain).numpy()\n"
+        "        box.append(z * g + b)\n\n"
+        "    sizes = Sizes([x.shape[-1]])\n"
+        "    sizes.job = job\n"
+        "    x.unflatten(-1, sizes)\n"
+        "    return torch.tensor(box[0], dtype=x.dtype)\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_36))
+def test_the_thirty_sixth_red_teams_reads_earn_nothing(name):
+    number, key, source = RED_TEAM_36[name]
+    report, _ = _checked(number, key, source)
+    assert report.score == 0, report.first_hint
+    expected = "without its number of classes" if "width" in name else "not to use"
+    assert expected in report.first_hint
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "name", ["one-hot width", "subclass numpy in a __len__"], ids=["width", "len"]
+)
+def test_the_grader_refuses_the_thirty_sixth_red_teams_reads(tmp_path, name):
+    number, key, source = RED_TEAM_36[name]
+    grade = _graded(tmp_path, number, key, source)
+    assert grade.points == 0, grade
+
+
+def test_a_one_hot_given_its_width_passes_and_one_without_is_told_why():
+    honest = (
+        "def embed_one_hot(ids, table):\n"
+        "    return F.one_hot(ids, {width}).to(table.dtype) @ table\n"
+    )
+    report, exercise = _checked(
+        1, "embed_one_hot", honest.format(width="table.shape[0]")
+    )
+    assert report.score == pytest.approx(exercise.points), report.first_hint
+    report, _ = _checked(1, "embed_one_hot", honest.format(width="-1"))
+    assert report.score == 0
+    assert "give it num_classes as an int" in report.first_hint
+
+
+def test_a_subclass_keeps_no_numbers_in_honest_use():
+    """A subclass of the learner's own is no offence: only the library methods
+    that read numbers out are refused on it, as on a plain tensor."""
+    source = (
+        SUBCLASS + "\n\ndef stable_softmax(x):\n"
+        "    y = x.as_subclass(Plain)\n"
+        "    e = (y - y.amax(-1, keepdim=True)).exp()\n"
+        "    return (e / e.sum(-1, keepdim=True)).as_subclass(torch.Tensor)\n"
+    )
+    report, exercise = _checked(2, "stable_softmax", source)
+    assert report.score == pytest.approx(exercise.points), report.first_hint

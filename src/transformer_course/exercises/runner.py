@@ -716,6 +716,9 @@ _NUMBERS_OUT = "numbers out"
 #: A hit's key for an error of torch's that the learner's function caught.
 _CAUGHT = "caught"
 
+#: A hit's key for ``F.one_hot`` with no width of its own (``num_classes=-1``).
+_ONE_HOT_WIDTH = "one-hot width"
+
 #: A hit's key while torch formats a tensor as text (``print(x)`` in the function).
 _PRINTED = "printed"
 #: How a refusal of what the checks cannot follow starts (a printed tensor, a
@@ -751,6 +754,13 @@ def forbidden_message(key: str) -> str:
             "your function (a caught error answers a question about the numbers, "
             "such as whether an id is in range): let it propagate, or test with "
             "tensors"
+        )
+    if key == _ONE_HOT_WIDTH:
+        return (
+            f"{CANNOT_FOLLOW} F.one_hot without its number of classes: give it "
+            "num_classes as an int (the number of rows of the table, table.shape[0]); "
+            "with -1, one_hot makes its width the largest id, a number taken out "
+            "of the tensor"
         )
     if key == _PRINTED:
         return (
@@ -817,6 +827,40 @@ def _leaks(func) -> bool:
     return func.overloadpacket.__name__ in ("is_nonzero", "_local_scalar_dense") or any(
         tag in func.tags for tag in _LEAKING_TAGS
     )
+
+
+_CLASS_MODULE = type.__dict__["__module__"]
+_CLASS_MRO = type.__dict__["__mro__"]
+
+
+def _module_of(kind: type) -> str:
+    """``kind.__module__``, read without running code of the class's own (a
+    metaclass's property, a ``str`` subclass's methods): "" if not a str."""
+    module = _CLASS_MODULE.__get__(kind)
+    return module if type(module) is str else ""
+
+
+def _owners_module(kind: type) -> str:
+    """The module a C method of an object of class ``kind`` counts as: the
+    class's, or, for a learner's subclass of a library's class, the library's
+    (``t.as_subclass(T).numpy()`` is torch's ``numpy``: the thirty-sixth red
+    team read a tensor out so)."""
+    own = _module_of(kind)
+    if own.startswith(_LIBRARIES):
+        return own
+    for base in _CLASS_MRO.__get__(kind):
+        module = _module_of(base)
+        if module.startswith(_LIBRARIES):
+            return module
+    return own
+
+
+def _fixed_width(args, kwargs) -> bool:
+    """Whether ``F.one_hot(*args, **kwargs)`` is given its width: an int (not a
+    learner's object, whose ``__index__`` would run inside the watch's handler)
+    of at least 0. With -1, the default, the width is the largest id + 1."""
+    width = args[1] if len(args) > 1 else (kwargs or {}).get("num_classes", -1)
+    return type(width) is int and width >= 0
 
 
 def _an_id(func, args) -> bool:
@@ -968,6 +1012,10 @@ class _Watch:
                 if watch.allowed is None:
                     return func(*args, **(kwargs or {}))
                 inside = name == "one_hot"  # which reads its ids' range
+                if inside and not _fixed_width(args, kwargs):
+                    # its width would be the largest id: any integer, read out
+                    # (the thirty-sixth red team, a byte per call)
+                    raise watch.hit(_ONE_HOT_WIDTH)
                 watch.in_one_hot += inside
                 try:
                     return watch.run(func, args, kwargs)
@@ -1032,7 +1080,7 @@ class _Watch:
             owner = getattr(arg, "__self__", None)
             callee_module = own
             if not callee_module and owner is not None:
-                callee_module = type(owner).__module__ or ""
+                callee_module = _owners_module(type(owner))
             if callee_module == "numpy" and hasattr(owner, "nin"):
                 name = getattr(owner, "__name__", name)  # np.logaddexp.reduce
             if (
