@@ -645,7 +645,9 @@ INDEX_SOFTMAX = (
 def test_code_torch_calls_back_inside_the_watchs_handler_is_refused():
     report, _ = _checked(2, "stable_softmax", INDEX_SOFTMAX)
     assert report.score == 0
-    assert "caught inside your function" in report.first_hint
+    # the learner's __index__ is refused as soon as it runs unwatched (before
+    # the thirty-seventh red team's fix, the caught error was what gave it away)
+    assert "from inside its own machinery" in report.first_hint
 
 
 @needs_bwrap
@@ -750,7 +752,11 @@ def test_the_thirty_sixth_red_teams_reads_earn_nothing(name):
     number, key, source = RED_TEAM_36[name]
     report, _ = _checked(number, key, source)
     assert report.score == 0, report.first_hint
-    expected = "without its number of classes" if "width" in name else "not to use"
+    expected = (
+        "without its number of classes"
+        if "width" in name
+        else "from inside its own machinery"  # the window, refused since pass 37
+    )
     assert expected in report.first_hint
 
 
@@ -778,14 +784,114 @@ def test_a_one_hot_given_its_width_passes_and_one_without_is_told_why():
     assert "give it num_classes as an int" in report.first_hint
 
 
-def test_a_subclass_keeps_no_numbers_in_honest_use():
-    """A subclass of the learner's own is no offence: only the library methods
-    that read numbers out are refused on it, as on a plain tensor."""
+def test_a_tensor_of_the_learners_own_class_is_refused_by_name():
+    """Torch calls an argument's methods back where the function mode is off,
+    so where an allowlist holds, an object of the learner's own class (a
+    subclass of Tensor or of list too) is refused, with a hint that says so."""
     source = (
         SUBCLASS + "\n\ndef stable_softmax(x):\n"
         "    y = x.as_subclass(Plain)\n"
         "    e = (y - y.amax(-1, keepdim=True)).exp()\n"
         "    return (e / e.sum(-1, keepdim=True)).as_subclass(torch.Tensor)\n"
     )
-    report, exercise = _checked(2, "stable_softmax", source)
-    assert report.score == pytest.approx(exercise.points), report.first_hint
+    report, _ = _checked(2, "stable_softmax", source)
+    assert report.score == 0
+    assert "an object of your own class handed to torch" in report.first_hint
+
+
+#: The thirty-seventh red team's reads (3/3, 2/2, 4/4, 3/3, 4/4 and 3/3 in the
+#: grader before the fix): in the windows where torch lifts the function mode,
+#: a call from C to C (map(torch.Tensor.numpy, [x]), functools.partial) gives
+#: the profile hook no event. The windows: a size's __len__ called back inside
+#: the watch's handler, and autograd's engine running a hook.
+WINDOW_LEN = (
+    "import numpy as np\nimport torch\n\n\nclass Sizes(list):\n"
+    "    def __len__(self):\n"
+    "        if self.job is not None:\n"
+    "            job, self.job = self.job, None\n"
+    "            job()\n"
+    "        return list.__len__(self)\n"
+)
+RED_TEAM_37 = {
+    "map(numpy) in a __len__": (
+        1,
+        "embed_one_hot",
+        WINDOW_LEN + "\n\ndef embed_one_hot(ids, table):\n"
+        "    box = []\n"
+        "    sizes = Sizes([table.shape[-1]])\n"
+        "    sizes.job = lambda: box.append(\n"
+        "        list(map(torch.Tensor.numpy, [table]))[0][\n"
+        "            list(map(torch.Tensor.numpy, [ids]))[0]\n"
+        "        ]\n"
+        "    )\n"
+        "    table.unflatten(-1, sizes)\n"
+        "    return torch.tensor(box[0], dtype=table.dtype)\n",
+    ),
+    "map(numpy) in a backward hook": (
+        2,
+        "stable_softmax",
+        "import numpy as np\nimport torch\n\n\ndef stable_softmax(x):\n"
+        "    box = []\n\n"
+        "    def hook(grad):\n"
+        "        v = list(map(torch.Tensor.numpy, [x]))[0]\n"
+        "        e = np.exp(v - v.max(-1, keepdims=True))\n"
+        "        box.append(e / e.sum(-1, keepdims=True))\n\n"
+        "    a = x.detach().clone().requires_grad_()\n"
+        "    a.register_hook(hook)\n"
+        "    a.sum().backward()\n"
+        "    return torch.tensor(box[0], dtype=x.dtype)\n",
+    ),
+    "partial(numpy) in an autograd.Function's backward": (
+        2,
+        "stable_softmax",
+        "import functools\nimport numpy as np\nimport torch\n\n\n"
+        "class Read(torch.autograd.Function):\n"
+        "    box = []\n\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n"
+        "        return x.clone()\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad):\n"
+        "        (x,) = ctx.saved_tensors\n"
+        "        Read.box.append(functools.partial(torch.Tensor.numpy, x)())\n"
+        "        return grad\n\n\n"
+        "def stable_softmax(x):\n"
+        "    Read.box.clear()\n"
+        "    a = x.detach().clone().requires_grad_()\n"
+        "    Read.apply(a).sum().backward()\n"
+        "    v = Read.box[0]\n"
+        "    e = np.exp(v - v.max(-1, keepdims=True))\n"
+        "    return torch.tensor(e / e.sum(-1, keepdims=True), dtype=x.dtype)\n",
+    ),
+    "a list of the learner's own class, no method of its own": (
+        4,
+        "layer_norm",
+        "import torch\n\n\nclass Sizes(list):\n    pass\n\n\n"
+        "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+        "    x = x.unflatten(-1, Sizes([x.shape[-1]]))\n"
+        "    mean = x.mean(-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(-1, keepdim=True)\n"
+        "    return (x - mean) / (var + eps).sqrt() * gamma + beta\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_37))
+def test_the_thirty_seventh_red_teams_reads_earn_nothing(name):
+    number, key, source = RED_TEAM_37[name]
+    report, _ = _checked(number, key, source)
+    assert report.score == 0, report.first_hint
+    assert "from inside its own machinery" in report.first_hint
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "name",
+    ["map(numpy) in a __len__", "map(numpy) in a backward hook"],
+    ids=["len", "hook"],
+)
+def test_the_grader_refuses_the_thirty_seventh_red_teams_reads(tmp_path, name):
+    number, key, source = RED_TEAM_37[name]
+    grade = _graded(tmp_path, number, key, source)
+    assert grade.points == 0, grade

@@ -716,6 +716,14 @@ _NUMBERS_OUT = "numbers out"
 #: A hit's key for an error of torch's that the learner's function caught.
 _CAUGHT = "caught"
 
+#: A hit's key for the learner's code run where torch has lifted the watch's
+#: function mode: called back from inside its handler (a size's ``__index__``,
+#: a list's ``__len__``) or by autograd's engine (a backward hook).
+_UNWATCHED = "unwatched"
+#: What starts autograd's engine, whose hooks and ``backward`` methods run
+#: without the function mode: refused where an allowlist holds.
+_BACKWARD = frozenset({"backward", "grad"})
+
 #: A hit's key for ``F.one_hot`` with no width of its own (``num_classes=-1``).
 _ONE_HOT_WIDTH = "one-hot width"
 
@@ -754,6 +762,15 @@ def forbidden_message(key: str) -> str:
             "your function (a caught error answers a question about the numbers, "
             "such as whether an id is in range): let it propagate, or test with "
             "tensors"
+        )
+    if key == _UNWATCHED:
+        return (
+            f"{CANNOT_FOLLOW} code of yours that torch runs from inside its own "
+            "machinery, where they are off: an object of your own class handed to "
+            "torch (its __index__ or __len__ called back while torch reads a size), "
+            "or a gradient computed inside the function (backward, autograd.grad, "
+            "a hook): pass plain ints, lists and tensors, and compute no gradients "
+            "here"
         )
     if key == _ONE_HOT_WIDTH:
         return (
@@ -853,6 +870,103 @@ def _owners_module(kind: type) -> str:
         if module.startswith(_LIBRARIES):
             return module
     return own
+
+
+def _plain_types() -> frozenset[type]:
+    """The exact types an argument of a torch call may have where an allowlist
+    holds: none of them runs code of the learner's when torch reads it."""
+    import numpy as np
+
+    plain = {
+        int, float, bool, complex, str, bytes, type(None), slice, type(...), range,
+        torch.Size, torch.dtype, torch.device, torch.layout, torch.memory_format,
+        torch.Tensor, torch.nn.Parameter, torch.Generator, np.ndarray,
+    }  # fmt: skip
+    plain |= {
+        t
+        for t in vars(np).values()
+        if isinstance(t, type) and issubclass(t, np.generic)
+    }
+    plain |= {t for t in vars(torch.return_types).values() if isinstance(t, type)}
+    return frozenset(plain)
+
+
+def _own_objects(args, kwargs, limit: int = 100_000) -> bool:
+    """Whether an argument of a torch call, or an element of a list, tuple or
+    dict among them, is of a type not in :func:`_plain_types` (exact types: a
+    learner's subclass of list or of Tensor counts as its own). Torch's Python
+    code calls such an object's methods (``__len__``, ``__index__``) inside the
+    watch's handler, where the function mode is lifted (the thirty-sixth and
+    thirty-seventh red teams read numbers out there)."""
+    # by identity: a learner's metaclass could run code in __eq__ or __hash__
+    plain = _PLAIN_TYPE_IDS
+    stack, seen = [args, kwargs or {}], 0
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        seen += 1
+        if seen > limit:
+            return True  # too many to look at: not plain arguments
+        if kind is list or kind is tuple:
+            stack.extend(value)
+        elif kind is dict:
+            stack.extend(dict.values(value))
+        elif id(kind) not in plain:
+            return True
+    return False
+
+
+_PLAIN_TYPE_IDS = frozenset(map(id, _plain_types()))
+
+
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
+
+
+def _replaced_modules() -> frozenset[int]:
+    """The ids of the globals of library modules that replaced themselves in
+    ``sys.modules`` by an object of a class of their own (``torch._VF``, whose
+    ``__getattr__`` runs with the old module's globals; ``torch.backends``, whose
+    ``ContextProp`` does), taken when the runner
+    is imported, before any learner's cell: such code is not the learner's."""
+    found = set()
+    for name, module in list(sys.modules.items()):
+        kind = type(module)
+        if kind is types.ModuleType or not name.startswith(_LIBRARIES):
+            continue
+        for owner in kind.__mro__:  # torch.backends' GenericModule: PropModule's
+            for value in vars(owner).values():
+                code_globals = getattr(value, "__globals__", None)
+                if isinstance(code_globals, dict):
+                    found.add(id(code_globals))
+    return frozenset(found)
+
+
+_REPLACED_MODULES = _replaced_modules()
+
+
+_TEST_FILE = "<instructor's test>"
+
+
+def _failed_line(err: BaseException, test: str) -> str:
+    """Where an instructor's test cell failed: " (line 3 of the test cell:
+    assert double(2) == 4)", its text left out inside hidden tests, or "" if
+    the cell's own code is not in the traceback."""
+    line, trace = None, BaseException.__dict__["__traceback__"].__get__(err)
+    while trace is not None:
+        if trace.tb_frame.f_code.co_filename == _TEST_FILE:
+            line = trace.tb_lineno
+        trace = trace.tb_next
+    lines = test.splitlines()
+    if line is None or not 0 < line <= len(lines):
+        return ""
+    hidden = False
+    for text in lines[:line]:
+        if "### BEGIN HIDDEN TESTS" in text:
+            hidden = True
+        elif "### END HIDDEN TESTS" in text:
+            hidden = False
+    said = ", a hidden test" if hidden else f": {lines[line - 1].strip()[:120]}"
+    return f" (line {line} of the test cell{said})"
 
 
 def _fixed_width(args, kwargs) -> bool:
@@ -982,6 +1096,7 @@ class _Watch:
         self.course: list[str] = []  # course package code that ran
         self.home: dict | None = None  # the learner's namespace
         self.in_one_hot = 0  # F.one_hot runs (its ids may leave torch there)
+        self.moded = False  # the modes are on: learner code runs under them
         self.torch_raised = False  # an error of torch's reached the learner's code
 
     def tables(self) -> tuple:
@@ -1011,6 +1126,12 @@ class _Watch:
                     raise watch.hit(key)
                 if watch.allowed is None:
                     return func(*args, **(kwargs or {}))
+                if name in _BACKWARD:
+                    # autograd's engine runs hooks and backward methods with the
+                    # function mode lifted (the thirty-seventh red team)
+                    raise watch.hit(_UNWATCHED)
+                if _own_objects(args, kwargs):
+                    raise watch.hit(_UNWATCHED)
                 inside = name == "one_hot"  # which reads its ids' range
                 if inside and not _fixed_width(args, kwargs):
                     # its width would be the largest id: any integer, read out
@@ -1097,6 +1218,12 @@ class _Watch:
         elif event == "call":
             name, caller = frame.f_code.co_name, frame.f_back
             callee_module = frame.f_globals.get("__name__") or ""
+            if (
+                self.moded
+                and torch._C._len_torch_function_stack() == 0
+                and self._learners(frame)
+            ):  # called back where torch lifted the function mode: unwatched
+                return _UNWATCHED
             if self.names and (
                 callee_module.startswith(_COMPILED)
                 or "async_compile" in frame.f_globals
@@ -1161,9 +1288,12 @@ class _Watch:
             return True
         if frame.f_globals is globals():  # the runner's (a script in the sandbox)
             return False
-        module = sys.modules.get(frame.f_globals.get("__name__") or "")
-        return (
-            module is None or getattr(module, "__dict__", None) is not frame.f_globals
+        if id(frame.f_globals) in _REPLACED_MODULES:  # torch._VF.__getattr__
+            return False
+        name = dict.get(frame.f_globals, "__name__")
+        module = sys.modules.get(name) if type(name) is str else None
+        return not isinstance(module, types.ModuleType) or (
+            _MODULE_DICT.__get__(module) is not frame.f_globals
         )
 
     @contextlib.contextmanager
@@ -1945,7 +2075,11 @@ def _watching(watch: _Watch, forbidden: Sequence[str]):
     if forbidden:
         functions, operators = watch.modes()
         with watch.kernels(), functions, operators, watch.profiled():
-            yield
+            watch.moded = True
+            try:
+                yield
+            finally:
+                watch.moded = False
     else:
         with watch.profiled():
             yield
@@ -2799,10 +2933,12 @@ def _child(
             test_error = f"RuntimeError: a cell left {hooked} set: the test was not run"
         else:
             try:
-                _EXEC(_COMPILE(test, "<instructor's test>", "exec"), namespace)
+                _EXEC(_COMPILE(test, _TEST_FILE, "exec"), namespace)
                 test_error = None
             except BaseException as err:
-                test_error = f"{type(err).__name__}: {_message(err)}"
+                test_error = f"{type(err).__name__}: {_message(err)}".rstrip(
+                    ": "
+                ) + _failed_line(err, test)
         result["test_error"] = "" if test_error is None else test_error[:300]
     else:
         function = namespace.get(function_name)
