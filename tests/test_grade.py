@@ -19,6 +19,7 @@ from exercise_helpers import (
     by_key,
     insert_after,
     needs_bwrap,
+    read_source,
     reference,
     source_path,
     submission,
@@ -394,6 +395,41 @@ def test_an_instructors_test_reads_as_the_course_exercises_do(tmp_path, cell, st
     graded = {e.key: e for e in result.exercises}
     assert graded["test_double"].status == status
     assert graded["test_double"].points == 0
+    if status == "failed":  # the line that failed, as nbgrader's traceback shows
+        assert graded["test_double"].hint == (
+            "the test cell raised AssertionError: not double (line 1 of the test "
+            "cell: assert double(2) == 4, 'not double')"
+        )
+
+
+@needs_bwrap
+def test_a_failed_bare_assert_is_named_by_its_line_but_a_hidden_one_is_not(tmp_path):
+    """The instructors' round of issue 21: a bare assert said only
+    "AssertionError"; a hidden test's text stays hidden from the student."""
+    from transformer_course.grading.grade import InstructorTest
+
+    notebook = insert_after(
+        submission(), "quiz-text", "def double(x):\n    return 3 * x\n"
+    )
+    shown = InstructorTest("test_shown", "x = 2\nassert double(x) == 2 * x\n", 1.0)
+    hidden = InstructorTest(
+        "test_hidden",
+        "assert double(0) == 0\n### BEGIN HIDDEN TESTS\nassert double(5) == 10\n"
+        "### END HIDDEN TESTS\n",
+        1.0,
+    )
+    result = grade_notebook(
+        write(tmp_path, notebook), only=["build_char_vocab"], tests=[shown, hidden]
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["test_shown"].hint == (
+        "the test cell raised AssertionError (line 2 of the test cell: "
+        "assert double(x) == 2 * x)"
+    )
+    assert graded["test_hidden"].hint == (
+        "the test cell raised AssertionError (line 3 of the test cell, a hidden test)"
+    )
+    assert "10" not in graded["test_hidden"].hint
 
 
 @needs_bwrap
@@ -572,3 +608,40 @@ def test_a_double_forked_process_refuses_the_forbidden_exercises(tmp_path):
     assert grades["stable_softmax"].points == 0, grades["stable_softmax"]
     assert "a process running" in grades["stable_softmax"].hint
     assert grades["additive_score"].points == grades["additive_score"].max_points
+
+
+@pytest.mark.parametrize(
+    ("name", "chapter"),
+    [
+        ("01_tokens.ipynb", 1),
+        ("Copy of 02_attention.ipynb", 2),  # Colab's copy
+        ("04_block (1).ipynb", 4),  # a browser's second download
+        ("alice_03_multihead.ipynb", 3),
+    ],
+)
+def test_the_chapter_is_read_from_a_copys_name(tmp_path, name, chapter):
+    from transformer_course.grading.grade import _chapter_of
+
+    number, reason, warnings = _chapter_of(submission(), tmp_path / name, None)
+    assert number == chapter
+    assert name in reason
+    assert not warnings
+
+
+def test_a_source_notebook_of_another_name_takes_the_chapter_given(tmp_path, capsys):
+    """An instructor's source saved as src.ipynb, with --chapter 1: graded as
+    chapter 1, not refused for its name (the instructors' round of issue 21)."""
+    from transformer_course.grading import grade
+
+    source = tmp_path / "src.ipynb"
+    nbformat.write(read_source(), source)
+    path = write(tmp_path, submission({}))
+    code = grade.main(
+        [str(path), "--source", str(source), "--chapter", "1", "--unsafe"]
+    )
+    said = capsys.readouterr()
+    assert "cannot tell which chapter" not in said.err
+    assert code == 0, said.err[-2000:]
+    code = grade.main([str(path), "--source", str(source), "--unsafe"])
+    assert code == 2
+    assert "cannot tell which chapter" in capsys.readouterr().err

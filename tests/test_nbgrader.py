@@ -459,6 +459,23 @@ def test_a_class_graded_as_the_readme_says(course):
     assert told
     assert {int(r["students"]) for r in told} == {class_size}
     assert f"/{class_size}\n" in run.stdout  # the console's "full marks k/n"
+    # a manual score given in Formgrader, which nbgrader's export would use
+    # instead of the course grader's: every grading says so
+    with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
+        cell = gradebook.find_grade("check_merge_pair", SOURCE.stem, "ch01", "bob")
+        cell.manual_score = 1.5
+        gradebook.db.commit()
+    manual = gradebook_command(course, "ch01", "--student", "bob")
+    assert "check_merge_pair in 01_tokens has a manual score of 1.5" in manual.stdout
+    with Gradebook(f"sqlite:///{course / 'class.db'}") as gradebook:
+        gradebook.find_grade(
+            "check_merge_pair", SOURCE.stem, "ch01", "bob"
+        ).manual_score = None
+        gradebook.db.commit()
+    # whose hints the gradebook did not keep: said so, not counted as none
+    assert f"(hints of the {class_size - 1} students not graded in this run" in (
+        run.stdout
+    )
 
     # a typo in --student is refused: it would add a student to the gradebook
     typo = gradebook_run(course, "ch01", "--student", "bbo")

@@ -699,8 +699,10 @@ def _chapter_of(
     """(chapter, the reason, warnings): --chapter, else the file name, else metadata."""
     ours = notebook.metadata.get("transformer_course")
     declared = ours.get("chapter") if isinstance(ours, dict) else None
-    prefix = path.name.split("_", 1)[0]
-    from_name = int(prefix) if prefix.isdigit() and int(prefix) in CHAPTERS else None
+    # "01_tokens.ipynb", and as browsers and Colab rename a copy: "Copy of
+    # 01_tokens.ipynb", "01_tokens (1).ipynb"
+    numbers = [int(n) for n in re.findall(r"(?<!\d)(\d{2})_", path.name)]
+    from_name = next((n for n in numbers if n in CHAPTERS), None)
     warnings = []
     if chapter is not None:
         if chapter not in CHAPTERS:
@@ -946,7 +948,12 @@ def main(argv: list[str] | None = None) -> int:
         points, tests = None, ()
         if args.source:
             source = nbformat.read(args.source, as_version=4)
-            number, reason, _ = _chapter_of(source, args.source, None)
+            try:
+                number, reason, _ = _chapter_of(source, args.source, None)
+            except ValueError:  # a source named otherwise: as --chapter says
+                if args.chapter is None:
+                    raise
+                number, reason = args.chapter, "given with --chapter"
             if args.chapter is not None and args.chapter != number:
                 raise ValueError(
                     f"--source is chapter {number}'s notebook ({reason}), but "

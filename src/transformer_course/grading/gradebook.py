@@ -512,10 +512,10 @@ class _NotebookJob:
             if earlier:
                 hint = (
                     f"no {self.name}.ipynb in the submission now: the earlier score "
-                    f"of {self._earlier_said()} is kept"
+                    f"of {self._earlier_said()} is kept (its feedback too)"
                     + (f"; {several}" if several else "")
                 )
-                log(f"{who}: {hint} (its feedback too)")
+                log(f"{who}: {hint}")
                 return self._rows_of_earlier("missing (earlier score kept)", hint)
             hint = (
                 f"no {self.name}.ipynb in the submission"
@@ -671,6 +671,14 @@ class _NotebookJob:
                 continue
             grade.auto_score = float(min(exercise.points, grade.max_score))
             grade.needs_manual_grade = False
+            if grade.manual_score is not None:  # Formgrader's, which nbgrader uses
+                log(
+                    f"{self.student}: warning: {name} in {self.name} has a manual "
+                    f"score of {grade.manual_score:g} (given in Formgrader), which "
+                    "nbgrader's export and feedback use instead of the course "
+                    f"grader's {grade.auto_score:g}: clear it there to use the "
+                    "grader's"
+                )
         self.gradebook.db.commit()
 
     def _cell_of(self, key: str) -> str:
@@ -1174,10 +1182,13 @@ def stale_points_warning(root: Path, assignment: str, points) -> str:
     changed = recorded_points_changed(root / POINTS_RECORD, assignment, points, ())
     if not changed:
         return ""
+    class_csv = remembered_csv(root / POINTS_RECORD, assignment)
+    rewrite = f" --csv {class_csv}" if class_csv is not None else ""
     return (
         f"{assignment}: the points of {', '.join(changed)} changed since the class "
         "was graded, so the gradebook's scores are on the old scale. Grade the "
-        f"class again first: python -m transformer_course.grading.gradebook {assignment}"
+        "class again first: python -m transformer_course.grading.gradebook "
+        f"{assignment}{rewrite}"
     )
 
 
@@ -1351,6 +1362,7 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
                 "notebook": notebook,
                 "exercise": exercise,
                 "students": len(group),
+                "recorded": sum(r["status"] == RECORDED for r in group),
                 "mean": sum(points) / len(points),
                 "max_points": maximum,
                 "full_marks": sum(p >= maximum for p in points) if maximum else 0,
@@ -1375,6 +1387,13 @@ def summary_text(table: list[dict]) -> str:
         )
         for hint, count in row["common_hints"]:
             lines.append(f"    {plural(count, 'student')}: {printable(hint, 300)}")
+    recorded = max((row.get("recorded", 0) for row in table), default=0)
+    if recorded:
+        lines.append(
+            f"(hints of the {plural(recorded, 'student')} not graded in this run are "
+            "not counted: the gradebook keeps scores, not hints; the class CSV has "
+            "them)"
+        )
     return "\n".join(lines)
 
 
@@ -1547,14 +1566,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         write_csv(args.csv, records)
         remember_csv(record, args.assignment, args.csv)
-    elif args.student:
+    else:
         stale = remembered_csv(record, args.assignment)
         if stale is not None and stale.is_file():
+            rescaled = points_changed(
+                stale, args.assignment, now, set(args.student or ())
+            )
+            again = (
+                f"grade the class again with --csv {stale}: its points changed "
+                f"since ({', '.join(rescaled)})"
+                if rescaled
+                else f"add --csv {stale} to update its rows in place"
+            )
             print(
                 f"\nnote: {stale}, the class CSV written when {args.assignment} was "
                 "last graded with --csv, does not have these scores (the gradebook "
-                "and nbgrader export do): add --csv "
-                f"{stale} to update its rows in place",
+                f"and nbgrader export do): {again}",
                 file=sys.stderr,
             )
     table = summary([r for r in records if r["assignment"] == args.assignment])
