@@ -365,7 +365,7 @@ def test_check_widget_shows_results_and_check_again_uses_the_latest_definition(
 ):
     ex = chapter(1)
     box = ex.check("merge_pair", stubs["merge_pair"])
-    results, button = box.children
+    results, button, _note = box.children
     assert "not attempted" in results.value
     assert widgets.PROGRESS["merge_pair"] == "not attempted"
 
@@ -382,7 +382,7 @@ def test_an_interrupted_check_says_so_in_its_widget(monkeypatch, stubs):
     """The learner round of issue 21: after Kernel > Interrupt the widget still
     read "Checking ... (stopped after 30 s ...)" half a minute later."""
     box = chapter(1).check("merge_pair", stubs["merge_pair"])
-    results, button = box.children
+    results, button, _note = box.children
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -232,6 +232,7 @@ def test_a_learner_works_through_the_notebook(page, lab):
     )
     vocab.get_by_role("button", name="Check again").click()
     sync_api.expect(vocab).to_contain_text("5 of 5 checks passed", timeout=WAIT)
+    sync_api.expect(vocab.locator(".tc-kernel-gone")).to_be_hidden()
 
     # a quiz: wrong first, the explanation on request, then right
     layout = quiz(page, "quiz_layout")
@@ -259,7 +260,17 @@ def test_a_learner_works_through_the_notebook(page, lab):
     page.locator(".jp-Dialog-button", has_text="Restart").click()
     page.wait_for_selector(".jp-Dialog", state="detached", timeout=WAIT)
     kernel_idle(page)
+    # the old kernel's buttons do nothing now: the check and the quiz say so
+    gone = check_output(page, "build_char_vocab").locator(".tc-kernel-gone")
+    sync_api.expect(gone).to_be_visible(timeout=WAIT)
+    sync_api.expect(gone).to_contain_text("run this cell again")
+    sync_api.expect(
+        quiz(page, "quiz_layout").locator(".tc-kernel-gone")
+    ).to_be_visible()
     run_all(page)
+    sync_api.expect(
+        check_output(page, "build_char_vocab").locator(".tc-kernel-gone")
+    ).to_be_hidden(timeout=WAIT)
     layout = quiz(page, "quiz_layout")
     sync_api.expect(layout).to_contain_text("Correct", timeout=WAIT)
     sync_api.expect(layout).to_contain_text("on try 2")

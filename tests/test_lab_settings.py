@@ -7,6 +7,7 @@ import json
 import pytest
 
 from transformer_course import lab_settings
+from transformer_course.exercises.widgets import KERNEL_GONE
 
 
 def test_the_setting_is_written_into_a_new_environment(tmp_path):
@@ -109,10 +110,14 @@ def _state(check_html: str = "<b>5 of 5 checks passed</b>") -> dict:
             "model_name": "VBoxModel",
             "state": {
                 "_dom_classes": ["tc-widget-check"],
-                "children": ["IPY_MODEL_results", "IPY_MODEL_button"],
+                "children": ["IPY_MODEL_results", "IPY_MODEL_button", "IPY_MODEL_gone"],
             },
         },
         "results": {"model_name": "HTMLModel", "state": {"value": check_html}},
+        "gone": {  # the note for a kernel that has gone: not saved
+            "model_name": "HTMLModel",
+            "state": {"value": KERNEL_GONE, "_dom_classes": [lab_settings.NOT_SAVED]},
+        },
         "button": {
             "model_name": "ButtonModel",
             "state": {"description": "Check again"},
@@ -153,6 +158,7 @@ def test_a_check_is_saved_as_its_latest_results_and_a_quiz_as_its_static_quiz():
     assert check["data"]["text/html"].startswith("<b>5 of 5 checks passed</b>")
     assert "Saved results" in check["data"]["text/html"]
     assert "Check again" not in check["data"]["text/html"]  # the button is not drawn
+    assert "tc-kernel-gone" not in check["data"]["text/html"]  # nor the note
     assert check["data"]["text/plain"].startswith("5 of 5 checks passed\nSaved results")
     assert check["metadata"]["transformer_course"] == {"saved_from": "check"}
     assert quiz["data"] == {

@@ -63,6 +63,9 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: The CSS classes that mark the course's widgets (see exercises/widgets.py):
 #: results drawn from their state, or (a quiz) the static quiz they carry.
 DRAWN_FROM_STATE = frozenset({"tc-widget-check", "tc-widget-progress"})
+#: A part of a course widget not saved with what it shows (its note for a kernel
+#: that has gone, :data:`.exercises.widgets.KERNEL_GONE`).
+NOT_SAVED = "tc-not-saved"
 COURSE_CLASSES = DRAWN_FROM_STATE | {"tc-widget-quiz"}
 #: Under results saved as they were shown.
 #: Under a saved quiz. Its page script is left out: in a reopened notebook it
@@ -225,6 +228,9 @@ def _drawn(model_id: str, state: dict, depth: int = 0) -> str:
         return ""
     widget = entry.get("state") or {}
     name = str(entry.get("model_name", ""))
+    classes = widget.get("_dom_classes")
+    if isinstance(classes, list) and NOT_SAVED in classes:
+        return ""
     if name in ("HTMLModel", "HTMLMathModel"):
         return str(widget.get("value", ""))
     children = widget.get("children")

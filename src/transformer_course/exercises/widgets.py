@@ -94,6 +94,27 @@ _ICONS = {
 RERUN = "(Run this cell to use it: it needs the notebook's running kernel.)"
 
 
+#: Shown only while the kernel that drew a check or quiz is gone: JupyterLab
+#: marks a widget's views "jupyter-widgets-disconnected" when its kernel
+#: restarts or stops, and its buttons then do nothing, without a word.
+KERNEL_GONE = (
+    "<style>.tc-kernel-gone{display:none;color:#9a3412}"
+    ".jupyter-widgets-disconnected .tc-kernel-gone{display:block}</style>"
+    '<p class="tc-kernel-gone">The kernel that ran this cell has restarted or '
+    "stopped, so these buttons do nothing now: run this cell again to use them."
+    "</p>"
+)
+
+
+def _kernel_gone_note() -> widgets.HTML:
+    """:data:`KERNEL_GONE`, left out when the notebook is saved as shown."""
+    from ..lab_settings import NOT_SAVED
+
+    note = widgets.HTML(KERNEL_GONE)
+    note.add_class(NOT_SAVED)
+    return note
+
+
 def grading_with_nbgrader() -> bool:
     """True while nbgrader autogrades or validates this notebook."""
     return bool(os.environ.get("NBGRADER_EXECUTION"))
@@ -295,7 +316,7 @@ def check_widget(
         tooltip="Checks your current definition in the running kernel; after a "
         "restart, run this cell again first",
     )
-    box = CheckBox([results, button])
+    box = CheckBox([results, button, _kernel_gone_note()])
     box.add_class("tc-widget-check")  # saved as shown (lab_settings.saved_as_shown)
 
     def on_click(_button) -> None:
@@ -509,6 +530,7 @@ class _Quiz:
                 feedback,
                 toggle,
                 explanation,
+                _kernel_gone_note(),
             ],
             fallback_html=self.html(),
             fallback_text=f"Quiz: {quiz_html.unlinked(self.question)}",
