@@ -818,3 +818,18 @@ def test_the_csv_files_hold_no_formula_a_spreadsheet_would_run(tmp_path):
         for line in list(csv.reader(path.open(newline="", encoding="utf-8")))[1:]:
             for cell in line:
                 assert not cell.startswith(("=", "+", "@")), (path.name, cell)
+
+
+def test_no_stale_points_warning_for_students_without_a_submission(tmp_path):
+    """The instructors' round of issue 21: after the assignment was removed and
+    added again, export warned that scores were on the old scale, though the
+    gradebook held none."""
+    from transformer_course.grading import gradebook
+
+    record = tmp_path / gradebook.POINTS_RECORD
+    gradebook.record_points(record, "ch01", {("01_tokens", "patchify"): 4.0}, ["ann"])
+    now = {("01_tokens", "patchify"): 6.0}
+    said = gradebook.stale_points_warning(tmp_path, "ch01", now)
+    assert "patchify: 4 -> 6" in said
+    assert gradebook.stale_points_warning(tmp_path, "ch01", now, {"ann"}) == said
+    assert gradebook.stale_points_warning(tmp_path, "ch01", now, set()) == ""

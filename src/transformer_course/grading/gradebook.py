@@ -1176,10 +1176,17 @@ def source_points_differ(
     return differ
 
 
-def stale_points_warning(root: Path, assignment: str, points) -> str:
-    """A warning when some students of ``assignment`` were last graded on other
-    points than ``points`` (the gradebook's now), else ""."""
-    changed = recorded_points_changed(root / POINTS_RECORD, assignment, points, ())
+def stale_points_warning(
+    root: Path, assignment: str, points, submitted: set[str] | None = None
+) -> str:
+    """A warning when some students of ``assignment`` (of ``submitted``, the
+    students the gradebook holds a submission of, where given) were last graded
+    on other points than ``points`` (the gradebook's now), else ""."""
+    gone = ()
+    if submitted is not None:  # an assignment removed and added again: no scores
+        students = read_points_record(root / POINTS_RECORD).get(assignment)
+        gone = set(students) - submitted if isinstance(students, dict) else ()
+    changed = recorded_points_changed(root / POINTS_RECORD, assignment, points, gone)
     if not changed:
         return ""
     class_csv = remembered_csv(root / POINTS_RECORD, assignment)
@@ -1210,7 +1217,8 @@ class CheckedCsvExport(CsvExportPlugin):
             if self.assignment and assignment.name not in map(str, self.assignment):
                 continue
             points = points_in(gradebook, assignment.name)
-            warning = stale_points_warning(root, assignment.name, points)
+            submitted = {s.student.id for s in assignment.submissions}
+            warning = stale_points_warning(root, assignment.name, points, submitted)
             if warning:
                 self.log.warning(warning)
             differ = source_points_differ(settings, assignment.name, points)
