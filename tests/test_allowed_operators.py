@@ -895,3 +895,67 @@ def test_the_grader_refuses_the_thirty_seventh_red_teams_reads(tmp_path, name):
     number, key, source = RED_TEAM_37[name]
     grade = _graded(tmp_path, number, key, source)
     assert grade.points == 0, grade
+
+
+#: The thirty-eighth red team's reads (3/3, 2/2 and 4/4 in the grader before
+#: the fix): a plain tensor given a C callable as its own ``dim`` attribute,
+#: which Tensor.__len__ calls with the function mode lifted; and attention's
+#: exercise, whose own list (sdpa's) let .numpy() run.
+SHADOWED_DIM = (
+    "import functools\nimport itertools\nimport numpy as np\nimport torch\n\n\n"
+    "def out(t):\n"
+    "    sink = []\n"
+    "    probe = torch.ones(1)\n"
+    "    probe.dim = functools.partial(\n"
+    "        next,\n"
+    "        itertools.chain(\n"
+    "            filter(None, map(sink.append, map(torch.Tensor.numpy, [t]))),\n"
+    "            itertools.repeat(1),\n"
+    "        ),\n"
+    "    )\n"
+    "    len(probe)\n"
+    "    return sink[0]\n"
+)
+RED_TEAM_38 = {
+    "a shadowed dim, softmax in NumPy": (
+        2,
+        "stable_softmax",
+        SHADOWED_DIM + "\n\ndef stable_softmax(x):\n"
+        "    a = out(x)\n"
+        "    e = np.exp(a - a.max(-1, keepdims=True))\n"
+        "    return torch.tensor(e / e.sum(-1, keepdims=True), dtype=x.dtype)\n",
+        "from inside its own machinery",
+    ),
+    "a shadowed dim, a lookup in NumPy": (
+        1,
+        "embed_one_hot",
+        SHADOWED_DIM + "\n\ndef embed_one_hot(ids, table):\n"
+        "    return torch.tensor(out(table)[out(ids)])\n",
+        "from inside its own machinery",
+    ),
+    "numpy() in attention": (
+        2,
+        "attention",
+        "import numpy as np\nimport torch\n\n\ndef attention(q, k, v):\n"
+        "    a, b, c = q.numpy(), k.numpy(), v.numpy()\n"
+        "    s = a @ np.swapaxes(b, -1, -2) / np.sqrt(a.shape[-1])\n"
+        "    e = np.exp(s - s.max(-1, keepdims=True))\n"
+        "    return torch.tensor(e / e.sum(-1, keepdims=True) @ c, dtype=q.dtype)\n",
+        "numbers taken out of torch",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_38))
+def test_the_thirty_eighth_red_teams_reads_earn_nothing(name):
+    number, key, source, expected = RED_TEAM_38[name]
+    report, _ = _checked(number, key, source)
+    assert report.score == 0, report.first_hint
+    assert expected in report.first_hint
+
+
+@needs_bwrap
+def test_the_grader_refuses_a_shadowed_tensor_method(tmp_path):
+    number, key, source, _ = RED_TEAM_38["a shadowed dim, softmax in NumPy"]
+    grade = _graded(tmp_path, number, key, source)
+    assert grade.points == 0, grade

@@ -768,6 +768,7 @@ def forbidden_message(key: str) -> str:
             f"{CANNOT_FOLLOW} code of yours that torch runs from inside its own "
             "machinery, where they are off: an object of your own class handed to "
             "torch (its __index__ or __len__ called back while torch reads a size), "
+            "a tensor given an attribute of your own (x.dim = ...), "
             "or a gradient computed inside the function (backward, autograd.grad, "
             "a hook): pass plain ints, lists and tensors, and compute no gradients "
             "here"
@@ -913,7 +914,16 @@ def _own_objects(args, kwargs, limit: int = 100_000) -> bool:
             stack.extend(dict.values(value))
         elif id(kind) not in plain:
             return True
+        elif (kind is torch.Tensor or kind is torch.nn.Parameter) and (
+            _TENSOR_DICT.__get__(value)
+        ):  # an attribute of its own shadows a method torch calls (x.dim = ...:
+            # a C callable there, called by Tensor.__len__ with the function
+            # mode lifted, read the numbers out: the thirty-eighth red team)
+            return True
     return False
+
+
+_TENSOR_DICT = torch.Tensor.__dict__["__dict__"]
 
 
 _PLAIN_TYPE_IDS = frozenset(map(id, _plain_types()))
@@ -1088,8 +1098,13 @@ class _Watch:
             for k in keys
             for n in FORBIDDEN[k][2] | _aten_operators(_in_place(FORBIDDEN[k][2]))
         }
-        self.names = {**self.ops, **self.functions}
         self.allowed = allowed_operators(keys)
+        if self.allowed is not None:  # no number leaves torch, whatever is forbidden
+            # (attention's own list, sdpa's, did not hold .numpy(): the
+            # thirty-eighth red team)
+            for name in _with_in_place(frozenset(_TO_NUMPY)):
+                self.functions.setdefault(name, _NUMBERS_OUT)
+        self.names = {**self.ops, **self.functions}
         self.keys = frozenset(keys)
         self.prefixes = {n.strip("_"): k for n, k in self.names.items()}
         self.hits: list[str] = []
