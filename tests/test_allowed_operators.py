@@ -959,3 +959,62 @@ def test_the_grader_refuses_a_shadowed_tensor_method(tmp_path):
     number, key, source, _ = RED_TEAM_38["a shadowed dim, softmax in NumPy"]
     grade = _graded(tmp_path, number, key, source)
     assert grade.points == 0, grade
+
+
+#: The thirty-ninth red team's reads (3/3, 2/2, 4/4 and 3/3 in the grader
+#: before the fix), past the screen (a match capture bound __deepcopy__ in a
+#: class body, functools.update_wrapper set attributes by name): a tensor's
+#: gradient given a C __deepcopy__ of its own, which Tensor.__deepcopy__ calls
+#: with the function mode lifted; and a class attribute of torch.Tensor
+#: replaced during the call and put back before it returned. Here the
+#: attributes are set directly: the runtime's refusal, whatever the screen does.
+READER = (
+    "import copy\nimport functools\nimport itertools\nimport numpy as np\n"
+    "import torch\n\n\n"
+    "def reader(t, sink):\n"
+    "    return functools.partial(\n"
+    "        next,\n"
+    "        itertools.chain(\n"
+    "            filter(None, map(sink.append, map(torch.Tensor.numpy, [t]))),\n"
+    "            itertools.repeat(None),\n"
+    "        ),\n"
+    "    )\n"
+)
+RED_TEAM_39 = {
+    "a gradient's own __deepcopy__": READER + "\n\ndef stable_softmax(x):\n"
+    "    sink = []\n"
+    "    m = torch.empty(1, device='meta')\n"
+    "    g = torch.empty(1, device='meta')\n"
+    "    m.grad = g\n"
+    "    g.__deepcopy__ = reader(x, sink)\n"
+    "    copy.deepcopy(m)\n"
+    "    a = sink[0]\n"
+    "    e = np.exp(a - a.max(-1, keepdims=True))\n"
+    "    return torch.tensor(e / e.sum(-1, keepdims=True), dtype=x.dtype)\n",
+    "a class attribute of Tensor, put back": READER + "\n\ndef stable_softmax(x):\n"
+    "    sink = []\n"
+    "    name = '_clear_non_serializable_cached_data'\n"
+    "    saved = torch.Tensor.__dict__[name]\n"
+    "    type.__setattr__(torch.Tensor, name, reader(x, sink))\n"
+    "    try:\n"
+    "        copy.deepcopy(torch.empty(1, device='meta'))\n"
+    "    finally:\n"
+    "        type.__setattr__(torch.Tensor, name, saved)\n"
+    "    a = sink[0]\n"
+    "    e = np.exp(a - a.max(-1, keepdims=True))\n"
+    "    return torch.tensor(e / e.sum(-1, keepdims=True), dtype=x.dtype)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RED_TEAM_39))
+def test_the_thirty_ninth_red_teams_reads_earn_nothing(name):
+    report, _ = _checked(2, "stable_softmax", RED_TEAM_39[name])
+    assert report.score == 0, report.first_hint
+    assert "from inside its own machinery" in report.first_hint
+
+
+@needs_bwrap
+def test_the_grader_refuses_a_gradients_own_deepcopy(tmp_path):
+    source = RED_TEAM_39["a gradient's own __deepcopy__"]
+    grade = _graded(tmp_path, 2, "stable_softmax", source)
+    assert grade.points == 0, grade

@@ -25,6 +25,21 @@ NOTEBOOKS = sorted((ROOT / "exercises").glob("*.ipynb")) + sorted(
 
 REFUSED = {
     "import gc": "import gc\ngc.get_objects()",
+    # the thirty-ninth red team: setattr by string, and names bound by a match
+    "functools.update_wrapper": (
+        "import functools\nfunctools.update_wrapper(torch.Tensor, holder, "
+        "assigned=('dim',), updated=())"
+    ),
+    "from functools import wraps": "from functools import wraps",
+    "a match capture binding a dunder": (
+        "class Box:\n    match reader:\n        case __deepcopy__:\n            pass"
+    ),
+    "a match star binding a private name": "match xs:\n    case [*_hidden]:\n        pass",
+    "a match mapping's rest binding a dunder": (
+        "match d:\n    case {**__dict__}:\n        pass"
+    ),
+    "a class body binding __dict__": "class Box:\n    __dict__ = {'dim': reader}",
+    "a class body binding __len__": "class Sizes(list):\n    __len__ = reader",
     "import sys": "import sys",
     "import _thread": "import _thread as t\nt.start_new_thread(print, ())",
     "import threading": "from threading import Thread",
@@ -196,6 +211,10 @@ ALLOWED = {
     "top-level await": "await something()",
     "the words in strings": "print('exec eval __globals__ import gc')",
     "a comment": "# import gc, sys._getframe, torch._C",
+    "a match with plain captures": (
+        "match shape:\n    case (b, n, d):\n        pass\n    case _:\n        pass"
+    ),
+    "a class's __slots__": "class Pair:\n    __slots__ = ('a', 'b')",
 }
 
 

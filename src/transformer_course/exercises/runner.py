@@ -914,16 +914,65 @@ def _own_objects(args, kwargs, limit: int = 100_000) -> bool:
             stack.extend(dict.values(value))
         elif id(kind) not in plain:
             return True
-        elif (kind is torch.Tensor or kind is torch.nn.Parameter) and (
-            _TENSOR_DICT.__get__(value)
-        ):  # an attribute of its own shadows a method torch calls (x.dim = ...:
-            # a C callable there, called by Tensor.__len__ with the function
-            # mode lifted, read the numbers out: the thirty-eighth red team)
-            return True
+        elif kind is torch.Tensor or kind is torch.nn.Parameter:
+            if _TENSOR_DICT.__get__(value):
+                # an attribute of its own shadows a method torch calls (x.dim =
+                # ...: a C callable there, called by Tensor.__len__ with the
+                # function mode lifted, read the numbers out: the thirty-eighth
+                # red team)
+                return True
+            # and the tensors torch's code reaches from it (Tensor.__deepcopy__
+            # copies the gradient: the thirty-ninth red team's had a
+            # __deepcopy__ of its own)
+            reached = [_TENSOR_BASE.__get__(value)]
+            if _IS_LEAF.__get__(value) or _RETAINS_GRAD.__get__(value):
+                reached.append(_TENSOR_GRAD.__get__(value))  # (else torch warns)
+            stack.extend(t for t in reached if t is not None)
     return False
 
 
 _TENSOR_DICT = torch.Tensor.__dict__["__dict__"]
+_TENSOR_GRAD = torch._C.TensorBase.__dict__["grad"]
+_TENSOR_BASE = torch._C.TensorBase.__dict__["_base"]
+_IS_LEAF = torch._C.TensorBase.__dict__["is_leaf"]
+_RETAINS_GRAD = torch._C.TensorBase.__dict__["retains_grad"]
+
+
+#: The Python classes whose methods torch's own Python code calls on tensors
+#: and storages while the watch's handler runs it with the function mode
+#: lifted: a class attribute changed there during the call is the learner's
+#: code run unwatched (the thirty-ninth red team replaced one of torch.Tensor's
+#: through functools, called it, and put it back before the call returned).
+def _class_snapshot() -> tuple[tuple[dict, tuple], ...]:
+    owners = (
+        torch.Tensor,
+        torch.nn.Parameter,
+        torch.storage.TypedStorage,
+        torch.UntypedStorage,
+        torch.storage._StorageBase,
+    )
+    return tuple(
+        (_CLASS_DICT.__get__(owner), tuple(_CLASS_DICT.__get__(owner).items()))
+        for owner in owners
+    )
+
+
+_CLASS_DICT = type.__dict__["__dict__"]
+
+
+def _classes_changed(snapshot) -> bool:
+    """Whether an attribute of a class in ``snapshot`` was added, removed or
+    rebound since it was taken (by identity: no code of the values runs)."""
+    for now, then in snapshot:
+        if len(now) != len(then):
+            return True
+        for name, value in then:
+            if now.get(name, _MISSING) is not value:
+                return True
+    return False
+
+
+_MISSING = object()
 
 
 _PLAIN_TYPE_IDS = frozenset(map(id, _plain_types()))
@@ -1112,6 +1161,7 @@ class _Watch:
         self.home: dict | None = None  # the learner's namespace
         self.in_one_hot = 0  # F.one_hot runs (its ids may leave torch there)
         self.moded = False  # the modes are on: learner code runs under them
+        self.classes = ()  # torch's classes as the call found them (_class_snapshot)
         self.torch_raised = False  # an error of torch's reached the learner's code
 
     def tables(self) -> tuple:
@@ -1145,7 +1195,7 @@ class _Watch:
                     # autograd's engine runs hooks and backward methods with the
                     # function mode lifted (the thirty-seventh red team)
                     raise watch.hit(_UNWATCHED)
-                if _own_objects(args, kwargs):
+                if _own_objects(args, kwargs) or _classes_changed(watch.classes):
                     raise watch.hit(_UNWATCHED)
                 inside = name == "one_hot"  # which reads its ids' range
                 if inside and not _fixed_width(args, kwargs):
@@ -2089,6 +2139,7 @@ def _watching(watch: _Watch, forbidden: Sequence[str]):
     function and dispatch modes and the forbidden operators' kernels too."""
     if forbidden:
         functions, operators = watch.modes()
+        watch.classes = _class_snapshot()
         with watch.kernels(), functions, operators, watch.profiled():
             watch.moded = True
             try:

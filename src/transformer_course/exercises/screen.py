@@ -134,6 +134,11 @@ DENIED_ATTRIBUTES = frozenset(
         "write_array",
         "get_data_home",
         "register_package",
+        # setattr with names as strings: functools copies attributes by name
+        # onto any object (the thirty-ninth red team set a tensor's
+        # __deepcopy__, and a class attribute of torch.Tensor, so)
+        "update_wrapper",
+        "wraps",
         # torch's doors to code that runs outside the watched calls
         "ops",
         "library",
@@ -741,6 +746,22 @@ def _module_refused(dotted: str, local: frozenset[str] = frozenset()) -> str | N
     return None
 
 
+#: Special names an answer may bind (a class's own ``__slots__``, a module's
+#: ``__all__``); any other is a special method or attribute set by assignment.
+BINDABLE_DUNDERS = frozenset({"__all__", "__slots__", "__doc__"})
+
+
+def _dunder_bound(name: str) -> bool:
+    """Whether binding ``name`` sets a special name (``__dict__ = {...}`` or
+    ``__deepcopy__ = reader`` in a class body), not :data:`BINDABLE_DUNDERS`."""
+    return (
+        name.startswith("__")
+        and name.endswith("__")
+        and len(name) > 4
+        and name not in BINDABLE_DUNDERS
+    )
+
+
 def _attribute_refused(name: str) -> bool:
     if name.startswith("__") and name.endswith("__"):
         return name not in ALLOWED_DUNDERS
@@ -1024,6 +1045,20 @@ class _Reader:
                 return f"{node.id} with a name that is not written out"
             if node.id in DENIED_DEFINITIONS and isinstance(node.ctx, ast.Store):
                 return f"defining {node.id}"
+            if _dunder_bound(node.id) and isinstance(node.ctx, ast.Store):
+                return f"binding {node.id}"
+        elif isinstance(node, ast.MatchAs | ast.MatchStar | ast.MatchMapping):
+            # a capture pattern binds a name that is no ast.Name: `case
+            # __deepcopy__:` in a class body defined a method so (the
+            # thirty-ninth red team)
+            bound = node.rest if isinstance(node, ast.MatchMapping) else node.name
+            if bound is not None and (
+                bound in DENIED_DEFINITIONS
+                or bound in DENIED_NAMES
+                or bound in ("self", "cls")
+                or (bound.startswith("_") and bound != "_")
+            ):
+                return f"a match pattern binding {bound}"
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name in DENIED_DEFINITIONS:
                 return f"defining {node.name}"
