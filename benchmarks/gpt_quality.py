@@ -22,14 +22,17 @@ before it (``tc.sequence_cross_entropy``, the n-gram models' measure).
     python benchmarks/gpt_quality.py                 # all three, about 17 minutes
     python benchmarks/gpt_quality.py --config long   # one of them
     python benchmarks/gpt_quality.py --quick         # a few steps of each
+    python benchmarks/gpt_quality.py --config long --record   # the figures chapter 6 reads
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 # threads that wait sleep instead of spinning: on 2 cores shared with other
 # processes, spinning OpenMP threads made torch 10-20x slower (TOOLING.md)
@@ -106,6 +109,12 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a few steps of each")
     parser.add_argument("--config", choices=[*RUNS, "all"], default="all")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="and write them into the package (tc.recorded('gpt_quality'), chapter 6)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1 if args.quick else args.threads)
     names = list(RUNS) if args.config == "all" else [args.config]
@@ -119,6 +128,7 @@ def main(argv=None):
         f"{len(splits['val']):,} val characters, V = {V}"
     )
     results = {}
+    record = {"quick": args.quick, "runs": {}}
     for name in names:
         run = RUNS[name]
         if args.quick:
@@ -126,6 +136,13 @@ def main(argv=None):
             run = replace(run, train={**run.train, **quick})
         losses, seconds, rate = train(run, splits, V)
         results[name] = losses
+        record["runs"][name] = {
+            "model": run.model,
+            "train": run.train,
+            "val_loss_windows": losses["windows"],
+            "val_loss_text": losses["text"],
+            "training_seconds": seconds,
+        }
         model, settings = run.model, run.train
         print(
             f"{name}: {model['n_layers']} layers, width {model['d_model']}, context "
@@ -163,6 +180,11 @@ def main(argv=None):
             f"order chosen on a held-out tail of train: {chosen} "
             f"(val {table[chosen]:.4f}); best on val: {best} (val {table[best]:.4f})"
         )
+        record["ngram"] = {
+            "val_loss_by_order": {str(n): ce for n, ce in table.items()},
+            "order_chosen_on_train": chosen,
+            "order_best_on_val": best,
+        }
         long = results["long"]["text"]  # the n-grams' measure: the whole text
         ratio = long / table[best]
         verdict = "PASS" if ratio < 1 else "FAIL"
@@ -170,6 +192,13 @@ def main(argv=None):
             f"long val loss {long:.4f} on the whole validation text vs best n-gram "
             f"{table[best]:.4f}: "
             f"ratio {ratio:.3f}, {verdict} against the goal of < 1"
+        )
+    if args.record:
+        print(f"recorded in {tc.seeds.record('gpt_quality', record)}")
+    if args.json:
+        meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+        args.json.write_text(
+            json.dumps({**meta, **record}, indent=1) + "\n", encoding="utf-8"
         )
     return results
 

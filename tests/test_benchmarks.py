@@ -1,5 +1,6 @@
 """The benchmark scripts run (on tiny sizes); their numbers are for reading, not asserting."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -38,10 +39,29 @@ def test_gpt_speed_benchmark_runs_and_prints_ratios():
     assert "ratio" in run_quick("gpt_speed.py")
 
 
-def test_gpt_quality_benchmark_runs_and_compares_with_the_baselines():
-    out = run_quick("gpt_quality.py")
-    assert "baby val loss" in out
-    assert "best n-gram" in out
+def test_gpt_quality_benchmark_runs_and_compares_with_the_baselines(tmp_path):
+    record = tmp_path / "gpt_quality.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpt_quality.py"),
+            "--quick",
+            "--json",
+            str(record),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "baby val loss" in run.stdout
+    assert "best n-gram" in run.stdout
+    # the record chapter 6 reads: the runs and the n-gram models it compared
+    written = json.loads(record.read_text())
+    assert written["quick"] is True
+    assert set(written["runs"]) == {"baby", "baby-learned", "long"}
+    assert written["runs"]["long"]["val_loss_text"] > 0
+    assert written["ngram"]["order_best_on_val"] in range(4)
 
 
 def test_kv_cache_benchmark_checks_the_tokens_and_prints_the_ratio():

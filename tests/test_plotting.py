@@ -229,6 +229,9 @@ def test_loss_curves_draw_runs_and_reference_lines():
     assert list(train.get_xdata()) == list(range(2, 10))  # a 3-step average
     assert train.get_ydata()[0] == pytest.approx(2.9)
     assert list(lines["pre-norm: validation"].get_ydata()) == [2.7, 2.2]
+    # two evaluations far apart are points, not a line that looks measured
+    assert lines["pre-norm: validation"].get_linewidth() == 0
+    assert lines["pre-norm: validation"].get_marker() == "o"
     assert list(lines["uniform ln V: 4.17"].get_ydata()) == [4.17, 4.17]
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend == [

@@ -433,13 +433,15 @@ def loss_curves(
             steps = steps[smooth - 1 :]
         ax.plot(steps, losses, color=colour, lw=1, alpha=0.8, label=f"{name}: train")
         if len(history.val_steps):
+            # a line only through evaluations close enough to read as a curve:
+            # two points far apart (before and after training) are just points
             ax.plot(
                 history.val_steps,
                 history.val_losses,
                 color=colour,
                 marker="o",
-                ms=4,
-                lw=1.5,
+                ms=5 if len(history.val_steps) <= 2 else 4,
+                lw=0 if len(history.val_steps) <= 2 else 1.5,
                 label=f"{name}: {held_out}",
             )
     reference_lines = [
