@@ -1018,3 +1018,33 @@ def test_the_grader_refuses_a_gradients_own_deepcopy(tmp_path):
     source = RED_TEAM_39["a gradient's own __deepcopy__"]
     grade = _graded(tmp_path, 2, "stable_softmax", source)
     assert grade.points == 0, grade
+
+
+#: The fortieth red team's reads (3/3, 2/2, 4/4, 3/3, and 4/4 and 3/3 for the
+#: blocks, in the grader before the fix): a dictionary key whose __eq__ is a C
+#: callable, compared inside Tensor.__deepcopy__'s memo lookups with the
+#: function mode lifted (the screen now refuses its decorator too; here the
+#: method is set directly, for the runtime's refusal); and torch's own
+#: nn.TransformerEncoderLayer on its slow path, its attention swapped.
+MEMO_KEY = READER + (
+    "\n\ndef stable_softmax(x):\n"
+    "    sink = []\n\n"
+    "    class Key:\n"
+    "        def __init__(self, h):\n"
+    "            self.h = h\n\n"
+    "        def __hash__(self):\n"
+    "            return self.h\n\n"
+    "    Key.__eq__ = reader(x, sink)\n"
+    "    memo = {}\n"
+    "    memo[Key(id(memo))] = None\n"
+    "    copy.deepcopy(torch.empty(1, device='meta'), memo)\n"
+    "    a = sink[0]\n"
+    "    e = np.exp(a - a.max(-1, keepdims=True))\n"
+    "    return torch.tensor(e / e.sum(-1, keepdims=True), dtype=x.dtype)\n"
+)
+
+
+def test_a_dictionary_keys_own_eq_earns_nothing():
+    report, _ = _checked(2, "stable_softmax", MEMO_KEY)
+    assert report.score == 0, report.first_hint
+    assert "from inside its own machinery" in report.first_hint

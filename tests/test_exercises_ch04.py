@@ -394,6 +394,45 @@ def test_torch_s_encoder_layer_is_not_the_learner_s_block(key, norm_first):
     assert "nn.TransformerEncoderLayer" in report.first_hint
 
 
+#: The fortieth red team (4/4 in the grader before the fix): torch's layer on
+#: its slow path (a new layer trains), its self_attn swapped for the given
+#: attention, calls no forbidden name: it is refused as torch's layer itself.
+SLOW_ENCODER_LAYER = (
+    "import torch\nfrom torch import nn\n\n\n"
+    "class GivenAttention(nn.Module):\n"
+    "    def __init__(self, params, n_heads):\n"
+    "        super().__init__()\n"
+    "        self.params, self.n_heads = params, n_heads\n\n"
+    "    def forward(self, q, k, v, **kwargs):\n"
+    "        return (self_attention(q, self.params, self.n_heads), None)\n\n\n"
+    "def pre_norm_block(x, params, n_heads):\n"
+    "    D, d_mlp = x.shape[-1], params['mlp.up_proj.weight'].shape[0]\n"
+    "    layer = nn.TransformerEncoderLayer(\n"
+    "        D, n_heads, d_mlp, dropout=0.0, activation='relu', batch_first=True,\n"
+    "        norm_first=True,\n"
+    "    ).to(x.dtype)\n"
+    "    with torch.no_grad():\n"
+    "        for mine, theirs in (\n"
+    "            (layer.norm1, 'norm_1'), (layer.norm2, 'norm_2'),\n"
+    "            (layer.linear1, 'mlp.up_proj'), (layer.linear2, 'mlp.down_proj'),\n"
+    "        ):\n"
+    "            mine.weight.copy_(params[theirs + '.weight'])\n"
+    "            mine.bias.copy_(params[theirs + '.bias'])\n"
+    "    layer.self_attn = GivenAttention(params, n_heads)\n"
+    "    return layer(x)\n"
+)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_torch_s_encoder_layer_on_its_slow_path_is_refused(norm_first):
+    key = "pre_norm_block" if norm_first else "post_norm_block"
+    source_code = SLOW_ENCODER_LAYER.replace("def pre_norm_block", f"def {key}")
+    source_code = source_code.replace("norm_first=True", f"norm_first={norm_first}")
+    report = core.run_exercise(EXERCISES[key], namespace_from([source_code])[key])
+    assert report.score == 0, report.first_hint
+    assert "nn.TransformerEncoderLayer" in report.first_hint
+
+
 LAYER_NORM_CHEATS = {
     # torch's own Python re-implementation of the operator
     "reference": "def layer_norm(x, gamma, beta, eps=1e-5):\n"

@@ -40,6 +40,11 @@ REFUSED = {
     ),
     "a class body binding __dict__": "class Box:\n    __dict__ = {'dim': reader}",
     "a class body binding __len__": "class Sizes(list):\n    __len__ = reader",
+    # the fortieth red team: a decorator that replaces a special method
+    "a decorated __eq__": (
+        "class Key:\n    @(lambda f: reader)\n    def __eq__(self, other):\n"
+        "        pass"
+    ),
     "import sys": "import sys",
     "import _thread": "import _thread as t\nt.start_new_thread(print, ())",
     "import threading": "from threading import Thread",
@@ -215,6 +220,9 @@ ALLOWED = {
         "match shape:\n    case (b, n, d):\n        pass\n    case _:\n        pass"
     ),
     "a class's __slots__": "class Pair:\n    __slots__ = ('a', 'b')",
+    "a special method that is a staticmethod": (
+        "class Pair:\n    @staticmethod\n    def __call__():\n        return 1\n"
+    ),
 }
 
 

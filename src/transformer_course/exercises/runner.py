@@ -912,6 +912,9 @@ def _own_objects(args, kwargs, limit: int = 100_000) -> bool:
             stack.extend(value)
         elif kind is dict:
             stack.extend(dict.values(value))
+            # and its keys: a key's __eq__ runs when torch's code looks up
+            # another with the same hash (a memo's id(memo): the fortieth red team)
+            stack.extend(dict.keys(value))
         elif id(kind) not in plain:
             return True
         elif kind is torch.Tensor or kind is torch.nn.Parameter:
@@ -1125,6 +1128,11 @@ def _with_in_place(names: frozenset[str]) -> frozenset[str]:
 _REIMPLEMENTATIONS = (
     ("torch.ao.nn.quantizable", "", "scaled_dot_product_attention"),
     ("torch.nn.modules._functions", "CrossMapLRN2d", "layer_norm"),
+    # nn.TransformerEncoderLayer's slow path (training mode) is plain Python
+    # that calls no forbidden name once its self_attn is swapped for the given
+    # attention: the block exercises' norms, residuals and MLP, done by torch
+    # (the fortieth red team: pre_norm_block 4/4, post_norm_block 3/3)
+    ("torch.nn.modules.transformer", "Transformer", "transformer_layer"),
 )
 
 

@@ -762,6 +762,12 @@ def _dunder_bound(name: str) -> bool:
     )
 
 
+def _plain_decorator(node: ast.expr) -> bool:
+    """Whether a decorator of a special method is one that keeps it a method
+    the learner wrote (``staticmethod``, ``classmethod``)."""
+    return isinstance(node, ast.Name) and node.id in ("staticmethod", "classmethod")
+
+
 def _attribute_refused(name: str) -> bool:
     if name.startswith("__") and name.endswith("__"):
         return name not in ALLOWED_DUNDERS
@@ -1062,6 +1068,13 @@ class _Reader:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if node.name in DENIED_DEFINITIONS:
                 return f"defining {node.name}"
+            if (
+                not isinstance(node, ast.ClassDef)
+                and _dunder_bound(node.name)
+                and any(not _plain_decorator(d) for d in node.decorator_list)
+            ):  # @(lambda f: reader) def __eq__: a C callable as a special
+                # method (the fortieth red team)
+                return f"a decorated {node.name}"
             if isinstance(node, ast.ClassDef) and node.keywords:
                 return f"class {node.name} with a metaclass or class arguments"
         elif isinstance(node, ast.Call):
