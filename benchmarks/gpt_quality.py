@@ -22,7 +22,7 @@ before it (``tc.sequence_cross_entropy``, the n-gram models' measure).
     python benchmarks/gpt_quality.py                 # all three, about 17 minutes
     python benchmarks/gpt_quality.py --config long   # one of them
     python benchmarks/gpt_quality.py --quick         # a few steps of each
-    python benchmarks/gpt_quality.py --config long --record   # the figures chapter 6 reads
+    python benchmarks/gpt_quality.py --config long --json long.json   # and a record
 """
 
 from __future__ import annotations
@@ -110,11 +110,6 @@ def main(argv=None):
     parser.add_argument("--config", choices=[*RUNS, "all"], default="all")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="and write them into the package (tc.recorded('gpt_quality'), chapter 6)",
-    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1 if args.quick else args.threads)
     names = list(RUNS) if args.config == "all" else [args.config]
@@ -193,8 +188,6 @@ def main(argv=None):
             f"{table[best]:.4f}: "
             f"ratio {ratio:.3f}, {verdict} against the goal of < 1"
         )
-    if args.record:
-        print(f"recorded in {tc.seeds.record('gpt_quality', record)}")
     if args.json:
         meta = {"torch": torch.__version__, "threads": torch.get_num_threads()}
         args.json.write_text(

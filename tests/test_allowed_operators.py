@@ -11,6 +11,7 @@ spellings, keep full marks; operators outside it are refused by name; and a
 cell cannot widen it.
 """
 
+import importlib.util
 import math
 
 import pytest
@@ -1048,3 +1049,37 @@ def test_a_dictionary_keys_own_eq_earns_nothing():
     report, _ = _checked(2, "stable_softmax", MEMO_KEY)
     assert report.score == 0, report.first_hint
     assert "from inside its own machinery" in report.first_hint
+
+
+def test_an_array_of_objects_is_no_plain_argument():
+    """The forty-first red team's note: NumPy calls the methods of an object
+    array's elements inside torch's code (a / x runs Tensor.__rdiv__ in the
+    watch's handler, the function mode lifted); numbers and strings in arrays
+    stay plain."""
+    import numpy as np
+
+    from transformer_course.exercises import runner
+
+    assert runner._own_objects((np.array([object()]),), {})
+    assert runner._own_objects(([np.zeros(2, dtype=object)],), {})
+    assert not runner._own_objects((np.arange(3), np.array(["a"])), {})
+
+
+def test_code_of_a_module_the_job_wrote_counts_as_the_learners(tmp_path):
+    """The forty-first red team's note: a %%writefile module's code, called back
+    where the function mode is lifted, is the learner's, though its globals
+    are a module's."""
+    from transformer_course.exercises import runner
+
+    (tmp_path / "helper_written.py").write_text("def here():\n    return 1\n")
+    finder = runner._ScreenedImports([str(tmp_path)], [])
+    spec = finder.find_spec("helper_written", [str(tmp_path)])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    watch = runner._Watch([])
+
+    class Frame:  # what the profile hook is given, reduced to its globals
+        f_globals = module.__dict__
+
+    assert watch._learners(Frame)
+    assert not watch._learners(type("Torch", (), {"f_globals": vars(torch)}))

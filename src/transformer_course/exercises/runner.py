@@ -917,6 +917,10 @@ def _own_objects(args, kwargs, limit: int = 100_000) -> bool:
             stack.extend(dict.keys(value))
         elif id(kind) not in plain:
             return True
+        elif kind is _NDARRAY and _ARRAY_DTYPE.__get__(value).hasobject:
+            # an array of objects carries the learner's objects into torch's
+            # code, whose methods NumPy calls (the forty-first red team's note)
+            return True
         elif kind is torch.Tensor or kind is torch.nn.Parameter:
             if _TENSOR_DICT.__get__(value):
                 # an attribute of its own shadows a method torch calls (x.dim =
@@ -935,6 +939,8 @@ def _own_objects(args, kwargs, limit: int = 100_000) -> bool:
 
 
 _TENSOR_DICT = torch.Tensor.__dict__["__dict__"]
+_NDARRAY = __import__("numpy").ndarray
+_ARRAY_DTYPE = _NDARRAY.__dict__["dtype"]
 _TENSOR_GRAD = torch._C.TensorBase.__dict__["grad"]
 _TENSOR_BASE = torch._C.TensorBase.__dict__["_base"]
 _IS_LEAF = torch._C.TensorBase.__dict__["is_leaf"]
@@ -1357,8 +1363,8 @@ class _Watch:
         """Whether ``frame`` runs the learner's code: in the learner's namespace,
         or with globals that are no imported module's (code run with exec in a
         dict of its own: the twentieth red team hid its calls so)."""
-        if frame.f_globals is self.home:
-            return True
+        if frame.f_globals is self.home or id(frame.f_globals) in _WRITTEN_MODULES:
+            return True  # the notebook's, or a module it wrote (%%writefile)
         if frame.f_globals is globals():  # the runner's (a script in the sandbox)
             return False
         if id(frame.f_globals) in _REPLACED_MODULES:  # torch._VF.__getattr__
@@ -2397,6 +2403,17 @@ class _ScreenedSource(importlib.abc.SourceLoader):
 
     def get_data(self, path):
         return self.source
+
+    def exec_module(self, module):
+        # its code is the learner's, though its globals are a module's
+        # (:meth:`_Watch._learners`; the forty-first red team's note)
+        _WRITTEN_MODULES.add(id(module.__dict__))
+        super().exec_module(module)
+
+
+#: The ids of the globals of the modules a job wrote and imported (screened by
+#: :class:`_ScreenedImports`): their code counts as the learner's.
+_WRITTEN_MODULES: set[int] = set()
 
 
 class _ScreenedImports(importlib.abc.MetaPathFinder):
