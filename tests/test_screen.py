@@ -40,6 +40,10 @@ REFUSED = {
     ),
     "a class body binding __dict__": "class Box:\n    __dict__ = {'dim': reader}",
     "a class body binding __len__": "class Sizes(list):\n    __len__ = reader",
+    # the forty-second red team: assignments of magics, which IPython rewrites
+    # one at a time (600 of them cost the grader's process 40 s a cell)
+    "41 assignment magics": "".join(f"a{i} = %time {i}\n" for i in range(41)),
+    "600 system assignments": "".join(f"a{i}=!ls\n" for i in range(600)),
     # the fortieth red team: a decorator that replaces a special method
     "a decorated __eq__": (
         "class Key:\n    @(lambda f: reader)\n    def __eq__(self, other):\n"
@@ -220,6 +224,9 @@ ALLOWED = {
         "match shape:\n    case (b, n, d):\n        pass\n    case _:\n        pass"
     ),
     "a class's __slots__": "class Pair:\n    __slots__ = ('a', 'b')",
+    "= and % in a long cell's code and strings": (
+        "fmt = 'a=%s' % 3\nb = a != 2\nx = y % 2\n" + "z = 1\n" * 5000
+    ),
     "a special method that is a staticmethod": (
         "class Pair:\n    @staticmethod\n    def __call__():\n        return 1\n"
     ),
