@@ -5,7 +5,10 @@ own session, and both tests/test_book.py and tests/test_browser.py need the
 built book. Two things keep it to one build:
 
 - the scheduler below sends both files to the same worker, one after the other,
-  so that the other worker never sits idle waiting for the build;
+  so that the other worker never sits idle waiting for the build, and hands
+  them out first: the build is the longest unit of the run (about 270 s of
+  one core), and xdist otherwise orders units by their number of tests, which
+  put it half-way through the run, on its critical path;
 - whatever the scheduling, the first worker to ask builds the book into a folder
   the workers share (the run's temporary root), and a file lock makes any other
   wait for that build and reuse it, or its failure, instead of building again.
@@ -98,6 +101,11 @@ else:
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return BOOK_FILES[0] if scope in BOOK_FILES else scope
+
+        def _assign_work_unit(self, node) -> None:
+            if BOOK_FILES[0] in self.workqueue:  # the build starts at once
+                self.workqueue.move_to_end(BOOK_FILES[0], last=False)
+            super()._assign_work_unit(node)
 
     @pytest.hookimpl(optionalhook=True)  # fine under -p no:xdist too
     def pytest_xdist_make_scheduler(config, log):

@@ -10,6 +10,7 @@ grader give the same verdict.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import nbformat
@@ -395,3 +396,49 @@ def test_a_chain_of_aliases_is_followed_in_one_pass(monkeypatch):
     found = screen.screen([(1, chain + "a2000.softmax = f\n")])
     assert found.what == "assigning a2000…softmax: a library changed"
     assert len(calls) == 1  # one cell, read once
+
+
+def test_the_grader_screens_in_a_child_that_agrees_with_the_screen():
+    """The grader reads cells in a child process (grade.screen_apart), which
+    finds what the screen finds, cell and line included, and nothing where the
+    screen finds nothing."""
+    cells = {
+        name: [(3, "x = 1"), (7, source)] for name, source in list(REFUSED.items())[:12]
+    }
+    cells["honest"] = [(1, "import torch"), (2, "def f(x):\n    return x + 1")]
+    apart = grade.screen_apart(cells)
+    for name, listed in cells.items():
+        assert apart.get(name) == screen.screen(listed), name
+    assert "honest" not in apart
+    assert len(apart) == len(cells) - 1
+    assert grade.screen_apart({}) == {}
+
+
+@pytest.mark.parametrize(
+    "child",
+    [
+        "import time\ntime.sleep(60)",  # a cell that keeps the screen busy
+        "x = bytearray(3 << 30)",  # one that takes more memory than it may
+        "import sys\nsys.exit(1)",
+        "print('{\"a\": [1, 2]}')",  # a finding that cannot be read
+        "print('[]')",
+    ],
+)
+def test_a_screen_that_cannot_finish_refuses_its_exercises(
+    monkeypatch, tmp_path, child
+):
+    """Whatever stops the child (time, memory, a crash, output that is no
+    finding) costs only the exercises it was reading, each refused and naming
+    the longest cell, within the screen's deadline: the grader goes on."""
+    script = tmp_path / "screen.py"
+    script.write_text(child)
+    monkeypatch.setattr(grade, "SCREEN_SCRIPT", script)
+    monkeypatch.setattr(grade, "SCREEN_SECONDS", 3)
+    cells = {"a": [(1, "x = 1"), (2, "y = 22222")], "b": [(5, "z")]}
+    started = time.monotonic()
+    apart = grade.screen_apart(cells)
+    assert time.monotonic() - started < 3 + 2
+    assert set(apart) == {"a", "b"}
+    for finding in apart.values():
+        assert finding.cell == 2
+        assert "could not read within 3 s" in finding.what

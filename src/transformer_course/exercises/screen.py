@@ -1137,3 +1137,28 @@ def _magic(node: ast.AST):
     if method in ("system", "getoutput"):
         return "shell", "", args[0] if method == "system" and args else "", ""
     return None
+
+
+def _main() -> None:
+    """``python screen.py``: the grader's way in (:func:`..grading.grade.
+    screen_apart`). Reads ``{"key": [[number, source], ...], ...}`` as JSON on
+    stdin, screens each list of cells as :func:`screen` does, and writes
+    ``{"key": [cell, line, what] or null, ...}`` to stdout. Reading untrusted
+    text has stalled the grader's own process before (IPython rewrites a cell
+    once per magic in it: the forty-second red team); in a child process of
+    its own, with a deadline and a memory limit, the next such cell costs its
+    notebook's exercises and nothing else. Needs nothing of the course's
+    package (nor torch): the file runs on its own."""
+    import json
+    import sys
+
+    jobs = json.load(sys.stdin)
+    findings = {}
+    for key, cells in jobs.items():
+        found = screen((int(number), str(source)) for number, source in cells)
+        findings[key] = None if found is None else [found.cell, found.line, found.what]
+    json.dump(findings, sys.stdout)
+
+
+if __name__ == "__main__":
+    _main()

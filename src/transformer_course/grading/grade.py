@@ -38,6 +38,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -61,6 +62,9 @@ from ..exercises.core import (
 )
 from ..exercises.runner import to_plain
 from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
+
+#: The screen's own file, run on its own (see :func:`screen_apart`).
+SCREEN_SCRIPT = Path(screen.__file__)
 
 __all__ = [
     "ExerciseGrade",
@@ -556,6 +560,65 @@ def _of_report(exercise: Exercise, report, note: str = "") -> ExerciseGrade:
     )
 
 
+#: How long the static screen may read a notebook's cells, for all of its
+#: exercises together (an honest notebook takes a few milliseconds, plus
+#: 0.1 s to start the child), and how much memory it may use.
+SCREEN_SECONDS = 20
+SCREEN_BYTES = 2 << 30
+
+
+def screen_apart(cells: dict[str, list[tuple[int, str]]]) -> dict[str, screen.Finding]:
+    """What :func:`..exercises.screen.screen` finds in each exercise's cells
+    (``{exercise key: [(cell number, source), ...]}``), read in a child
+    process with :data:`SCREEN_SECONDS` and :data:`SCREEN_BYTES`: the cells are
+    a submission's, and reading them in the grader's own process gave a hostile
+    cell the whole class run to stall (the forty-second red team). A child that
+    runs out of time or memory, or says nothing a finding can be read from,
+    refuses every exercise it was screening, naming the longest cell; an
+    exercise with nothing refused is left out of the result."""
+    if not cells:
+        return {}
+
+    def limit_memory() -> None:  # in the child, before it runs
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (SCREEN_BYTES, SCREEN_BYTES))
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", str(SCREEN_SCRIPT)],
+            input=json.dumps(cells),
+            capture_output=True,
+            text=True,
+            timeout=SCREEN_SECONDS,
+            preexec_fn=limit_memory if os.name == "posix" else None,
+            check=False,
+        )
+        said = json.loads(done.stdout) if done.returncode == 0 else None
+        findings = {
+            key: screen.Finding(int(found[0]), int(found[1]), str(found[2]))
+            for key, found in said.items()
+            if key in cells and found is not None
+        }
+    except (subprocess.TimeoutExpired, ValueError, LookupError, TypeError):
+        findings = None
+    except AttributeError:  # said is None: the child failed
+        findings = None
+    if findings is not None:
+        return findings
+    longest = max(
+        (cell for listed in cells.values() for cell in listed), key=lambda c: len(c[1])
+    )
+    unread = screen.Finding(
+        longest[0],
+        1,
+        f"cells the screen could not read within {SCREEN_SECONDS} s and "
+        f"{SCREEN_BYTES >> 30} GiB",
+    )
+    return dict.fromkeys(cells, unread)
+
+
 def _grade_exercises(
     exercises: list[Exercise | InstructorTest],
     notebook: nbformat.NotebookNode,
@@ -572,6 +635,15 @@ def _grade_exercises(
     # (a notebook of slow cells cannot keep the grader busy for many rounds).
     started = time.monotonic()
     budget = STARTUP_SECONDS + timeout * JOB_STAGES * len(exercises)
+    findings = screen_apart(
+        {
+            exercise.key: [
+                (i + 1, source) for i, source in learner_cells(notebook, exercise)
+            ]
+            for exercise in exercises
+            if screened and isinstance(exercise, Exercise) and exercise.forbidden
+        }
+    )
     for exercise in exercises:
         if isinstance(exercise, InstructorTest):
             pending[exercise.key] = {
@@ -595,11 +667,7 @@ def _grade_exercises(
                 exercise, "missing", f"no cell defines {exercise.function}()"
             )
             continue
-        finding = (
-            screen.screen((i + 1, source) for i, source in cells)
-            if exercise.forbidden and screened
-            else None
-        )
+        finding = findings.get(exercise.key)
         if finding is not None:  # refused before it runs, as in the notebook
             cases = [check.cases() for check in exercise.checks]
             final[exercise.key] = _of_report(
