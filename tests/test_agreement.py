@@ -157,3 +157,34 @@ def test_notebook_and_grader_give_the_same_points(
     assert in_kernel == pytest.approx(graded)
     for key, points in expected.items():
         assert graded[key] == pytest.approx(points), key
+
+
+RAISES_ON_LINE_3 = (
+    "def stable_softmax(logits, dim=-1):\n"
+    "    top = logits.max(dim=dim).values\n"
+    "    e = torch.exp(logits - top)\n"
+    "    return e / e.sum(dim=dim, keepdim=True)\n"
+)
+
+
+def test_an_error_names_the_learners_line_in_both(tmp_path):
+    """An answer that raises is told the line of its own code that raised, the
+    same in a kernel (IPython keeps each cell's lines) and in the grader; a
+    learner round had a 7-line function and no line to look at."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from transformer_course.exercises import chapter, core
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("import torch\n" + RAISES_ON_LINE_3)
+    exercise = chapter(2).exercises["stable_softmax"]
+    report = core.run_exercise(exercise, shell.user_ns["stable_softmax"])
+    where = "(line 3 of stable_softmax: e = torch.exp(logits - top))"
+    assert where in report.first_hint
+    assert report.score == 0
+
+    path = tmp_path / "02_attention.ipynb"
+    nbformat.write(submission({"stable_softmax": RAISES_ON_LINE_3}, chapter=2), path)
+    graded = {e.key: e for e in grade_notebook(path).exercises}["stable_softmax"]
+    assert where in graded.hint
+    assert graded.points == 0

@@ -239,7 +239,7 @@ def test_property_checks_count_once_the_values_are_right():
     assert failing(report) == {
         core.INPUTS_UNCHANGED: failing(report)[core.INPUTS_UNCHANGED]
     }
-    assert "changed its input in place (argument 1)" in report.first_hint
+    assert "changed its input in place (its first argument," in report.first_hint
     assert report.score == pytest.approx(3 * 5 / 6)
 
 
@@ -410,6 +410,31 @@ def test_a_report_says_its_points_and_why_there_are_none():
     said = "none of its points (a check on unseen inputs failed"
     assert said in box.children[0].value
     assert said in widgets.report_text(report).replace("\n", " ")
+
+
+def test_a_hint_that_repeats_the_row_above_is_said_once():
+    """An error on every input fails every check with one paragraph (its sizes
+    differing from case to case): a learner round read it five times. Each
+    repeat, to the letter or but for numbers, says so in a few words; the
+    first says it all, in the HTML table and in the text alike."""
+    Result = core.CheckResult
+    first = "Your function raised RuntimeError: sizes 5 and 3 differ. Keep dims."
+    results = (
+        Result("a", False, first, core.VALUE),
+        Result("b", False, first, core.VALUE),
+        Result("c", False, first.replace("5", "8"), core.UNSEEN),
+        Result("d", True, "", core.PROPERTY),
+        Result("e", False, "another hint", core.PROPERTY),
+    )
+    report = core.Report(chapter(2).exercises["stable_softmax"], "failed", results)
+    shown = widgets.render_report(report)
+    text = widgets.report_text(report)
+    for said in (shown, text.replace("\n", " ").replace("         ", "")):
+        assert said.count("sizes 5 and 3 differ") == 1
+        assert widgets.SAME_HINT in said
+        assert widgets.SAME_BUT_NUMBERS in said
+        assert "another hint" in said
+    assert "sizes 8" not in shown
 
 
 def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):

@@ -46,6 +46,23 @@ MISTAKES = [
         "    w = torch.softmax(q @ k.transpose(-2, -1) / x.shape[-1] ** 0.5, -1)\n    return w @ v @ W_o",
         "Split q, k and v into heads",
     ),
+    (  # the scale forgotten
+        "multihead_forward",
+        HELPERS
+        + "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv).chunk(3, -1)\n"
+        "    q, k, v = (split_heads(t, h) for t in (q, k, v))\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1), -1)\n    return merge_heads(w @ v) @ W_o",
+        "Scale the scores by 1/√d (d = D/H",
+    ),
+    (  # the softmax over the queries
+        "multihead_forward",
+        HELPERS
+        + "def multihead_forward(x, W_qkv, W_o, h):\n    q, k, v = (x @ W_qkv).chunk(3, -1)\n"
+        "    q, k, v = (split_heads(t, h) for t in (q, k, v))\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-2)\n"
+        "    return merge_heads(w @ v) @ W_o",
+        "over the keys, the last dimension",
+    ),
     (
         "mha_parameter_count",
         "def mha_parameter_count(D, H, bias):\n    return 4 * D * D * H + (4 * D if bias else 0)",

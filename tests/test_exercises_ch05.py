@@ -159,7 +159,15 @@ MISTAKES = [
             "add_learned_positions",
             ("return x + table[offset : offset + N]", "return x + table[offset:N]"),
         ),
-        "table[offset:N] has only N − offset",
+        "has fewer rows than tokens for some offsets",
+    ),
+    (  # refuses a window that ends on the last row
+        "add_learned_positions",
+        variant(
+            "add_learned_positions",
+            ("if offset + N > max_len:", "if offset + N >= max_len:"),
+        ),
+        "raise it only when offset + N > max_len",
     ),
     (  # positions from 1
         "add_learned_positions",

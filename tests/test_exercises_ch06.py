@@ -386,7 +386,7 @@ PROPERTY_MISTAKES = [
         "attend_with_cache",
         IN_PLACE,
         "leaves its inputs unchanged",
-        "changed its input in place (argument 4, argument 5)",
+        "changed its input in place (its fourth and fifth arguments,",
     ),
     (  # counts the filled positions by their non-zero keys: right while the
         # buffer past the stored tokens holds zeros, wrong on any other buffer

@@ -267,6 +267,16 @@ def test_a_learner_works_through_the_notebook(page, lab):
     sync_api.expect(
         quiz(page, "quiz_layout").locator(".tc-kernel-gone")
     ).to_be_visible()
+    # ipywidgets marks every part of a widget with a red broken-link icon: one
+    # on the quiz's outer box is shown, none on the parts inside it
+    icons = quiz(page, "quiz_layout").evaluate(
+        """box => [box, ...box.querySelectorAll('.jupyter-widgets-disconnected')]
+        .filter(el => el.classList.contains('jupyter-widgets-disconnected'))
+        .filter(el => getComputedStyle(el, '::before').display !== 'none'
+                      && getComputedStyle(el, '::before').content !== 'none')
+        .length"""
+    )
+    assert icons <= 1, icons
     run_all(page)
     sync_api.expect(
         check_output(page, "build_char_vocab").locator(".tc-kernel-gone")

@@ -212,6 +212,19 @@ def _judge_forward(cases, outcomes):
             raise Failed(
                 "Scale the scores by 1/√d with d = D/H, the width of one head, not by 1/√D."
             )
+        qh, kh, vh = (split_heads(t, h) for t in (q, k, v))  # (B, H, N, d) each
+        scores = qh @ kh.transpose(-2, -1)  # (B, H, N, N), not yet scaled
+        if close(got, merge_heads(torch.softmax(scores, -1) @ vh) @ W_o):
+            raise Failed(
+                "Scale the scores by 1/√d (d = D/H, one head's width) before the "
+                "softmax: q kᵀ alone grows with d and makes the softmax too peaked."
+            )
+        by_column = torch.softmax(scores / (D // h) ** 0.5, -2)  # over the queries
+        if close(got, merge_heads(by_column @ vh) @ W_o):
+            raise Failed(
+                "Take the softmax over the keys, the last dimension (dim=-1): each "
+                "query's weights sum to 1. Over dim=-2 each key's weights do."
+            )
         if close(got, one_head) or close(
             got, torch.softmax(q @ k.transpose(-2, -1) / D**0.5, -1) @ v @ W_o
         ):

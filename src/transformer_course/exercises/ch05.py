@@ -425,7 +425,9 @@ def _learned_cases():
 
 SLICE_HINT = (
     "Token n is at position offset + n: the rows are table[offset : offset + N], "
-    "N rows whatever the offset (table[offset:N] has only N − offset)."
+    "N rows whatever the offset. A slice that starts or stops elsewhere "
+    "(table[offset:N], table[offset + 1 : offset + N + 1]) has fewer rows than "
+    "tokens for some offsets."
 )
 
 
@@ -437,8 +439,15 @@ def _judge_learned(cases, outcomes):
             and "must match the size" in outcome.message
         ):
             raise Failed(SLICE_HINT)
-        (got,) = returned_values([outcome])
         N, D = x.shape[1:]
+        if outcome.raised_a("ValueError") and offset + N <= table.shape[0]:
+            raise Failed(
+                f"Positions {offset} ... {offset + N - 1} fit a table of "
+                f"{table.shape[0]} rows (its last row is {table.shape[0] - 1}), yet "
+                "your function raised a ValueError: raise it only when offset + N > "
+                "max_len."
+            )
+        (got,) = returned_values([outcome])
         rows = table[offset : offset + N]  # (N, D)
         if _close(got, x + rows):
             continue
@@ -842,7 +851,7 @@ ALIBI = Exercise(
     "Exercise 5: the ALiBi bias",
     2,
     (
-        Check("equals tc.alibi_bias(N, H)", _alibi_cases, _judge_alibi),
+        Check("equals tc.alibi_bias", _alibi_cases, _judge_alibi),
         unseen_check("the same for unseen sizes", _random_alibi, _judge_alibi),
         Check(
             "0 on the diagonal, negative elsewhere",

@@ -347,8 +347,9 @@ def _explain_input(patch_tokens, class_token, positions, got):
 
     if made("last"):
         raise Failed(
-            "The class token comes first: row 0 is x_0 + e_0, and patch n is row "
-            "n + 1, so that every model reads x_0's final representation at row 0."
+            "The class token comes first: row 0 is x_0 + e_0, and patch token n "
+            "(patch_tokens[:, n - 1], patches counted from 1) is row n, so that "
+            "every model reads x_0's final representation at row 0."
         )
     if made("class token without position"):
         raise Failed(

@@ -461,10 +461,8 @@ USUAL_ERRORS = (
     (
         r"shapes cannot be multiplied|Expected size for first two dimensions",
         "In a @ b, a's last size must equal b's second-to-last: print both "
-        "shapes to see which is off. Two usual causes: .T on a batched tensor "
-        "reverses every dimension (swap the last two: .transpose(-2, -1)); and "
-        "where a one-hot matrix is multiplied (chapter 1), F.one_hot without "
-        "num_classes is only as wide as the largest id + 1.",
+        "shapes to see which is off. A usual cause: .T on a batched tensor "
+        "reverses every dimension (swap the last two: .transpose(-2, -1)).",
     ),
     (
         r"Expected target size|to match target batch_size",
@@ -844,9 +842,15 @@ def report_from_outcomes(
     elif changed is None:
         results += (CheckResult(INPUTS_UNCHANGED, True, "", PROPERTY),)
     else:
-        which = ", ".join(f"argument {i + 1}" for i in changed.mutated)
+        ordinals = ("first", "second", "third", "fourth", "fifth", "sixth")
+        which = " and ".join(
+            ordinals[i] if i < len(ordinals) else f"number {i + 1}"
+            for i in changed.mutated
+        )
+        plural = "s" if len(changed.mutated) > 1 else ""
         hint = (
-            f"Your function changed its input in place ({which}): work on a copy "
+            f"Your function changed its input in place (its {which} "
+            f"argument{plural}, counting from the left): work on a copy "
             "or build a new result; the caller's data must stay as it was."
         )
         results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)

@@ -58,13 +58,13 @@ TRY_AGAIN = "Try again, or open the explanation."
 # counted as one FLOP, a power of ten, MiB against MB).
 NEAR = (
     "Close: within 10 % of the answer. Check the count (a term or a step too "
-    "many or too few, a bias) and the rounding (give more decimals)."
+    "many or too few, a bias), and give more decimals if you rounded."
 )
 # The factor itself is not named (dividing by it would give the answer away,
 # and the first try is what counts): only whether it is a power of 2 or of 10.
 TIMES = (
-    "Your number is too large by a power of {base}: check for a factor too many "
-    "(two FLOPs per multiply-add, bytes per number), or a division left out."
+    "Your number is too large by a power of {base}: check for a factor too many, "
+    "or a division left out."
 )
 FRACTION = (
     "Your number is too small by a power of {base}: check for a missing factor, "

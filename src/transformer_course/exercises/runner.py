@@ -33,7 +33,9 @@ import importlib.machinery
 import importlib.util
 import inspect
 import io
+import itertools
 import json
+import linecache
 import math
 import os
 import re
@@ -777,8 +779,8 @@ def forbidden_message(key: str) -> str:
         return (
             f"{CANNOT_FOLLOW} F.one_hot without its number of classes: give it "
             "num_classes as an int (the number of rows of the table, table.shape[0]); "
-            "with -1, one_hot makes its width the largest id, a number taken out "
-            "of the tensor"
+            "without it, one_hot reads the largest id out of the tensor to choose "
+            "its width, which the checks cannot follow"
         )
     if key == _PRINTED:
         return (
@@ -1947,6 +1949,39 @@ def _cut(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _where_raised(err: BaseException, code: object) -> str:
+    """Where in the learner's own code ``err`` was raised, as " (line 3 of
+    attend: scores = q @ k.T)" (counting the ``def`` as line 1), or "": the
+    innermost line of the traceback that lies in a cell (the function's own,
+    or another the kernel ran, whose lines the kernel keeps in ``linecache``).
+    Only plain lists and strings of the cache are read, no learner code runs."""
+    trace = BaseException.__dict__["__traceback__"].__get__(err)
+    own_file = code.co_filename if isinstance(code, types.CodeType) else None
+    found = None
+    while type(trace) is types.TracebackType:
+        frame_code = trace.tb_frame.f_code
+        entry = linecache.cache.get(frame_code.co_filename)
+        cell = (
+            type(entry) is tuple
+            and len(entry) == 4
+            and entry[1] is None  # kept by IPython (or the runner), not a file
+            and type(entry[2]) is list
+        )
+        if cell or frame_code.co_filename == own_file:
+            found = (frame_code, trace.tb_lineno, entry[2] if cell else [])
+        trace = trace.tb_next
+    if found is None or not isinstance(found[1], int):
+        return ""
+    frame_code, line, lines = found
+    text = lines[line - 1] if 0 < line <= len(lines) else None
+    text = _cut(text.strip(), 120) if type(text) is str else ""
+    if frame_code.co_name == "<module>":
+        where = f"line {line} of its cell"
+    else:
+        where = f"line {line - frame_code.co_firstlineno + 1} of {frame_code.co_name}"
+    return f" ({where}: {text})" if text else f" ({where})"
+
+
 def _message(error: BaseException) -> str:
     """``str(error)``, or a stand-in when the learner's ``__str__`` fails."""
     try:
@@ -2112,8 +2147,13 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
             outcomes.append(_outcome(error="ForbiddenUse", message=message))
             continue
         if error is not None:
+            where = _where_raised(error, stub_code)
             outcomes.append(
-                _outcome(error=type(error).__name__, message=said, kinds=kinds)
+                _outcome(
+                    error=type(error).__name__,
+                    message=(_cut(said, 350) + where) if where else said,
+                    kinds=kinds,
+                )
             )
             continue
         if isinstance(unreadable, _TooLarge):
@@ -2723,6 +2763,10 @@ def _exec_statement(code: types.CodeType, namespace: dict) -> None:
         asyncio.run(result)
 
 
+#: Names of the cells :func:`_run_cell` runs a statement at a time.
+_CELL_NUMBERS = itertools.count()
+
+
 def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | None:
     """Run a learner's cell as the notebook ran it; None or "ErrorName: message".
 
@@ -2741,10 +2785,14 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
     if COURSE_PACKAGE not in source and "tc." not in source and not words & unavailable:
         return run(source)
     transform = getattr(run, "transform", None)  # magics as IPython calls
+    python = source if transform is None else transform(source)
     try:
-        tree = ast.parse(source if transform is None else transform(source))
+        tree = ast.parse(python)
     except SyntaxError:  # the cell as a whole, for the kernel's own message
         return run(source)
+    # its lines kept as a kernel keeps a cell's, for the line of an error
+    cell_name = f"<cell {next(_CELL_NUMBERS)}>"
+    linecache.cache[cell_name] = (len(python), None, python.splitlines(True), cell_name)
     for statement in tree.body:
         magic = _pass_through_magic(statement)
         if magic is not None:  # %%time above a def: its body, statement by statement
@@ -2762,7 +2810,7 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
         try:
             code = compile(
                 ast.Module([statement], type_ignores=[]),
-                "<cell>",
+                cell_name,
                 "exec",
                 flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
             )

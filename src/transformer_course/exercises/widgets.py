@@ -97,9 +97,14 @@ RERUN = "(Run this cell to use it: it needs the notebook's running kernel.)"
 #: Shown only while the kernel that drew a check or quiz is gone: JupyterLab
 #: marks a widget's views "jupyter-widgets-disconnected" when its kernel
 #: restarts or stops, and its buttons then do nothing, without a word.
+#: Of ipywidgets' red broken-link icons, which it puts on every part of a
+#: widget, only the outer box's is kept (a learner round counted seven on one
+#: quiz, which read as seven errors).
 KERNEL_GONE = (
     "<style>.tc-kernel-gone{display:none;color:#9a3412}"
-    ".jupyter-widgets-disconnected .tc-kernel-gone{display:block}</style>"
+    ".jupyter-widgets-disconnected .tc-kernel-gone{display:block}"
+    ":is(.tc-widget-check,.tc-widget-quiz,.tc-widget-progress) "
+    ".jupyter-widgets-disconnected::before{display:none}</style>"
     '<p class="tc-kernel-gone">The kernel that ran this cell has restarted or '
     "stopped, so these buttons do nothing now: run this cell again to use them."
     "</p>"
@@ -126,6 +131,30 @@ def _one_reason(report: Report) -> str:
     hints = {r.hint for r in report.results}
     failed = not any(r.passed for r in report.results)
     return hints.pop() if len(hints) == 1 and len(report.results) > 1 and failed else ""
+
+
+#: What stands for a hint that repeats the row above it, to the letter or
+#: but for its numbers (the sizes an error names differ from case to case).
+SAME_HINT = "(the same as above)"
+SAME_BUT_NUMBERS = "(the same as above, with other numbers)"
+
+
+def _hints_once(report: Report) -> list[str]:
+    """Each check's hint, with one that repeats the hint of the row above it
+    (an error raised on every input, said by every check) replaced by
+    :data:`SAME_HINT` or :data:`SAME_BUT_NUMBERS`: a learner round read one
+    paragraph five times."""
+    shown, previous = [], ""
+    for result in report.results:
+        hint = result.hint
+        if hint and hint == previous:
+            shown.append(SAME_HINT)
+        elif hint and re.sub(r"\d+", "#", hint) == re.sub(r"\d+", "#", previous):
+            shown.append(SAME_BUT_NUMBERS)
+        else:
+            shown.append(hint)
+        previous = hint
+    return shown
 
 
 def points_said(report: Report) -> str:
@@ -167,12 +196,16 @@ def render_report(report: Report) -> str:
     reason = _one_reason(report)
     if reason:  # every check failed for one reason: said once, above the checks
         hints = False
+    # left-aligned (JupyterLab right-aligns the cells of saved HTML tables),
+    # the check's name kept readable beside long hints
+    cell = '<td style="text-align: left; vertical-align: top">'
     rows = "".join(
-        f"<tr><td>{_ICONS[PASSED] if r.passed else _ICONS['failed']}</td>"
-        f"<td>{html.escape(r.name)}</td>"
-        + (f"<td>{html.escape(r.hint)}</td>" if hints else "")
+        f"<tr>{cell}{_ICONS[PASSED] if r.passed else _ICONS['failed']}</td>"
+        f'<td style="text-align: left; vertical-align: top; min-width: 12em">'
+        f"{html.escape(r.name)}</td>"
+        + (f"{cell}{html.escape(hint)}</td>" if hints else "")
         + "</tr>"
-        for r in report.results
+        for r, hint in zip(report.results, _hints_once(report), strict=True)
     )
     note = f"<p>{html.escape(report.note)}</p>" if report.note else ""
     if reason:
@@ -208,9 +241,9 @@ def report_text(report: Report) -> str:
     reason = _one_reason(report)  # said once, not under every check
     if reason:
         lines += textwrap.wrap(reason, TEXT_WIDTH, break_on_hyphens=False)
-    for result in report.results:
+    for result, hint in zip(report.results, _hints_once(report), strict=True):
         said = f"  [{'pass' if result.passed else 'FAIL'}] {result.name}"
-        said += f": {result.hint}" if result.hint and not reason else ""
+        said += f": {hint}" if hint and not reason else ""
         lines += textwrap.wrap(
             said,
             TEXT_WIDTH,
