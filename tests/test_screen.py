@@ -442,3 +442,47 @@ def test_a_screen_that_cannot_finish_refuses_its_exercises(
     for finding in apart.values():
         assert finding.cell == 2
         assert "could not read within 3 s" in finding.what
+
+
+#: The forty-third red team's cells, each of which kept the screen busy for
+#: minutes in the grader's own process (each figure theirs, measured there).
+SLOW_BEFORE = {
+    # 501 lines of IPython's /call escape, which the magic count missed: IPython
+    # rewrites one a pass, tokenising the whole cell each time (100 KB: 160 s)
+    "escapes the magic count missed": "".join("/f x\n" for _ in range(501))
+    + "y = "
+    + "+".join(["a"] * 40_000)
+    + "\n",
+    # a local named like a denied module, read 8,000 times: each read walked the
+    # whole function again (4,000 reads: 27 s)
+    "a denied name read as a local": "def helper():\n    sys = 1\n"
+    + "".join("    sys\n" for _ in range(8000))
+    + "    return sys\n",
+    # blank lines, over which one pattern anchored at every line start ran to
+    # the end of the cell from each (50,000: 28 s)
+    "blank lines": "\n" * 80_000 + "x = 1\n",
+}
+
+
+@pytest.mark.parametrize("name", SLOW_BEFORE)
+def test_cells_that_stalled_the_screen_are_read_at_once(name):
+    started = time.monotonic()
+    found = screen.screen([(1, "import torch"), (2, SLOW_BEFORE[name])])
+    assert time.monotonic() - started < 5
+    if name.startswith("escapes"):
+        assert found is not None
+        assert "a cell of 501 magics" in found.what
+    else:
+        assert found is None  # honest in form: nothing to refuse
+
+
+def test_each_cell_is_rewritten_once_whatever_the_number_of_exercises():
+    """The grader screens a notebook's cells once for each exercise that forbids
+    a function; IPython's rewriting of a cell is kept for the next, for as many
+    cells as a notebook may hold (a smaller cache, overflowed by 1,100 cells,
+    rewrote each cell twice per exercise: the forty-third red team)."""
+    cells = [(i, f"x{i} = {i}") for i in range(1100)]
+    screen._python.cache_clear()
+    for _ in range(3):
+        assert screen.screen(cells) is None
+    assert screen._python.cache_info().misses == len(cells)
