@@ -820,6 +820,46 @@ def test_the_csv_files_hold_no_formula_a_spreadsheet_would_run(tmp_path):
                 assert not cell.startswith(("=", "+", "@")), (path.name, cell)
 
 
+def test_a_regrade_replaces_the_rows_of_a_student_whose_id_reads_as_a_formula(
+    tmp_path,
+):
+    """An id starting with @ = + or - is written with an apostrophe; read back,
+    it is the same student, whose rows a regrade replaces in place (the
+    forty-fourth red team's @mal kept every earlier run's rows: 12/12 summed to
+    24, then 36)."""
+    from transformer_course.grading import gradebook
+
+    def rows(points):
+        return [
+            gradebook.ClassRow(
+                student,
+                "",
+                "",
+                "",
+                "",
+                "ch02",
+                "02_attention",
+                2,
+                "attention",
+                points,
+                3.0,
+                "passed" if points else "failed",
+                "",
+            )
+            for student in ("@mal", "alice", "=bob", "-1")
+        ]
+
+    path = tmp_path / "class.csv"
+    gradebook.write_csv(path, gradebook.merge_csv(path, rows(3.0)))
+    for _ in range(2):
+        gradebook.write_csv(path, gradebook.merge_csv(path, rows(1.0)))
+    with open(path, newline="", encoding="utf-8") as handle:
+        written = list(csv.DictReader(handle))
+    assert [r["student"] for r in written] == ["'@mal", "alice", "'=bob", "-1"]
+    assert [r["points"] for r in written] == ["1.0"] * 4
+    assert gradebook._students_in_csv(path, "ch02") == {"@mal", "alice", "=bob", "-1"}
+
+
 def test_no_stale_points_warning_for_students_without_a_submission(tmp_path):
     """The instructors' round of issue 21: after the assignment was removed and
     added again, export warned that scores were on the old scale, though the

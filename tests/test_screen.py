@@ -9,6 +9,7 @@ grader give the same verdict.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -181,6 +182,19 @@ REFUSED = {
 }
 
 ALLOWED = {
+    # the forty-fourth red team: lines that only look like IPython's escapes,
+    # once refused as magics (a formatter's wrapped division in a long cell;
+    # comments ending in a question)
+    "a wrapped division in a long cell": (
+        "def attention(q, k, v):\n    scores = (\n        q @ k.transpose(-2, -1)\n"
+        "        / q.shape[-1] ** 0.5\n    )\n    return scores.softmax(-1) @ v\n"
+        + "# notes\n"
+        * 3000
+    ),
+    "41 comments asking a question": "".join(
+        f"# step {i}: is this right?\nx{i} = {i}\n" for i in range(41)
+    ),
+    "escapes inside a string": 's = """\n/f x\n%time\n!ls\n"""\n' * 41,
     "super().__init__": "class B(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self._cache = {}",
     "type name": "print(type(x).__name__)",
     "getattr written out": "w = getattr(layer, 'weight')",
@@ -486,3 +500,75 @@ def test_each_cell_is_rewritten_once_whatever_the_number_of_exercises():
     for _ in range(3):
         assert screen.screen(cells) is None
     assert screen._python.cache_info().misses == len(cells)
+
+
+def _modules_held_under_public_names() -> dict[str, str]:
+    """Dotted paths from an allowed module, through public attributes, to a
+    module outside the allowed list (``enum.bltns``: builtins), in the
+    libraries as installed: {path: module}."""
+    import importlib
+    import sys
+    import types
+
+    allowed = screen.ALLOWED_MODULES - {"transformer_course"}
+    for name in [*sorted(allowed), "torch.nn.functional", "torch.utils.data"]:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    found, seen = {}, set()
+    queue = [
+        (name, sys.modules[name]) for name in sorted(allowed) if name in sys.modules
+    ]
+    while queue:
+        path, module = queue.pop(0)
+        if id(module) in seen or path.count(".") > 5:
+            continue
+        seen.add(id(module))
+        for attribute, value in list(vars(module).items()):
+            if attribute.startswith("_") or not isinstance(value, types.ModuleType):
+                continue
+            dotted = f"{path}.{attribute}"
+            if value.__name__.split(".")[0] in allowed:
+                queue.append((dotted, value))
+            else:
+                found[dotted] = value.__name__
+    return found
+
+
+def test_a_module_held_by_an_allowed_one_is_refused_as_its_import_is():
+    """enum.bltns is builtins (exec, open), torch.cuda.tunable.mp
+    multiprocessing, json.codecs.open writes files: reaching a module that may
+    not be imported, as an attribute of one that may, is refused the same (the
+    forty-fourth red team ran exec through enum.bltns for full marks)."""
+    held = _modules_held_under_public_names()
+    assert "enum.bltns" in held  # the attack's door, in this Python
+    assert len(held) > 40
+    for path, module in held.items():
+        name = path.rsplit(".", 1)[1]
+        if name in screen.HARMLESS_MODULE_ALIASES:
+            continue
+        root = path.split(".")[0]
+        found = screen.screen([(1, f"import {root}\nx = {path}")])
+        assert found is not None, (path, module)
+    for honest in ("import numpy as np\nx = np.array([1])", "t = self.token"):
+        assert screen.screen([(1, honest)]) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        ("enum.bltns.exec('x = 1')", ".exec"),
+        ("b = enum.bltns", ".bltns"),
+        ("json.codecs.open('f', 'w')", ".open"),
+        ("c = json.codecs", ".codecs"),
+        ("holder.exec('x = 1')", ".exec"),
+        ("holder.open('f', 'w')", ".open"),
+    ],
+)
+def test_exec_and_open_are_refused_as_attributes_too(call, said):
+    found = screen.screen([(1, f"import enum, json\nholder = enum\n{call}")])
+    assert found is not None
+    assert found.what == said
+
+
+def test_a_models_eval_is_not_refused():
+    assert screen.screen([(1, "model = torch.nn.Linear(2, 2)\nmodel.eval()")]) is None

@@ -287,6 +287,8 @@ def test_tensor_batches_depend_on_the_step_alone():
         ({"grad_clip": 0.0}, "grad_clip: expected None or a positive float"),
         ({"eval_every": 0}, "eval_every: expected None or a positive int"),
         ({"betas": (0.9, 1.0)}, "betas"),
+        ({"autocast": "float16"}, 'autocast: expected None or "bfloat16"'),
+        ({"compile": "yes"}, "compile: expected True or False"),
     ],
 )
 def test_bad_config_values_are_named(changes, message):
@@ -317,3 +319,64 @@ def test_label_smoothing_mixes_the_target_with_the_uniform_distribution():
     torch.testing.assert_close(
         smoothed(model, (logits, targets)), 0.9 * plain + 0.1 * uniform
     )
+
+
+class Float32Classifier(TinyClassifier):
+    def __init__(self):
+        super().__init__()
+        self.float()
+
+
+def float32_data(seed=0):
+    get_batch = tiny_data(seed)
+    return lambda split, k: tuple(
+        t.float() if t.is_floating_point() else t for t in get_batch(split, k)
+    )
+
+
+def test_bfloat16_autocast_runs_the_forward_pass_in_bfloat16_and_trains():
+    """The GPU config's autocast, here on the CPU (the same torch.autocast):
+    the linear layers compute in bfloat16, the parameters and their updates
+    stay float32, and the loss falls as it does in float32."""
+    seen = []
+    torch.manual_seed(0)
+    model = Float32Classifier()
+    model.net[0].register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+    history = tc.fit(
+        model,
+        float32_data(),
+        train.cross_entropy_loss,
+        config(steps=40, autocast="bfloat16"),
+    )
+    assert set(seen) == {torch.bfloat16}  # training and validation alike
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert history.val_losses[-1] < history.val_losses[0]
+    torch.manual_seed(0)
+    plain = tc.fit(
+        Float32Classifier(), float32_data(), train.cross_entropy_loss, config(steps=40)
+    )
+    assert abs(history.val_losses[-1] - plain.val_losses[-1]) < 0.05
+    assert history.val_losses[-1] != plain.val_losses[-1]  # bfloat16 rounds
+
+
+def test_compile_runs_the_training_steps_through_torch_compile(monkeypatch):
+    """compile=True hands the model to torch.compile for the training steps
+    (what it returns computes each loss); validation and the checkpoint use
+    the model itself. torch.compile is replaced here by a stand-in that
+    counts its calls: compiling takes a C compiler and a minute on a CPU."""
+    compiled_calls = []
+
+    class Compiled(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            compiled_calls.append(x.shape)
+            return self.inner(x)
+
+    monkeypatch.setattr(torch, "compile", Compiled)
+    model = fresh_model()
+    history = tc.fit(model, tiny_data(), train.cross_entropy_loss, config(compile=True))
+    assert len(compiled_calls) == len(history.steps) == 12
+    assert history.val_losses  # validated on the model itself, not the stand-in

@@ -159,8 +159,18 @@ def test_named_configs():
         "eval_every": 250,
         "eval_batches": 200,
     }
-    for run in train_gpt.CONFIGS.values():
-        assert GPTConfig(vocab_size=65, **run.model).dropout == 0.0
+    gpu = train_gpt.CONFIGS["gpu"]  # nanoGPT's config for a GPU
+    assert {k: gpu.model[k] for k in ("n_layers", "n_heads", "d_model")} == {
+        "n_layers": 6,
+        "n_heads": 6,
+        "d_model": 384,
+    }
+    assert (gpu.model["block_size"], gpu.model["dropout"]) == (256, 0.2)
+    assert (gpu.train["steps"], gpu.train["batch_size"]) == (5000, 64)
+    assert (gpu.train["autocast"], gpu.train["compile"]) == ("bfloat16", True)
+    for name, run in train_gpt.CONFIGS.items():
+        dropout = GPTConfig(vocab_size=65, **run.model).dropout
+        assert dropout == (0.2 if name == "gpu" else 0.0)  # as nanoGPT's
         TrainConfig(**run.train)  # valid
 
 

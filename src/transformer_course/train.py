@@ -32,6 +32,7 @@ writes checkpoints, and every rank can resume from them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import random
@@ -98,6 +99,11 @@ class TrainConfig:
     device: str | None = None  # where to train; None: tc.pick_device(), CUDA if any
     checkpoint_path: str | Path | None = None  # None: no checkpoints
     checkpoint_every: int | None = None  # None: at each validation; always at the end
+    # speed on a GPU, the same loop: the forward pass and the loss in bfloat16
+    # where torch.autocast allows (matrix products; softmax and the loss stay
+    # float32), and the model compiled by torch.compile for the training steps
+    autocast: str | None = None  # None or "bfloat16"
+    compile: bool = False
 
     def __post_init__(self):
         def positive(value):
@@ -135,6 +141,8 @@ class TrainConfig:
                 optional(self.checkpoint_every),
                 "None or a positive int",
             ),
+            ("autocast", self.autocast in (None, "bfloat16"), 'None or "bfloat16"'),
+            ("compile", isinstance(self.compile, bool), "True or False"),
         ]
         for name, ok, expected in checks:
             _require(ok, name, expected, getattr(self, name))
@@ -294,11 +302,13 @@ def evaluate(
     n_batches: int,
     split: str = "val",
     device: torch.device | str | None = None,
+    autocast: str | None = None,
 ) -> float:
     """Chapter 4: mean loss over ``get_batch(split, k)``, k = 0 … n_batches − 1.
 
     In eval mode (no dropout) and without gradients; the model's mode is
     restored afterwards. ``device``: where to move the batches (None: leave them).
+    ``autocast``: "bfloat16" to evaluate as :func:`fit` trains with it.
     """
     was_training = model.training
     model.eval()
@@ -307,10 +317,20 @@ def evaluate(
         for k in range(n_batches):
             batch = get_batch(split, k)
             batch = batch if device is None else to_device(batch, device)
-            losses.append(loss_fn(model, batch).item())
+            with _autocast(autocast, device):
+                losses.append(loss_fn(model, batch).item())
     finally:
         model.train(was_training)
     return sum(losses) / len(losses)
+
+
+def _autocast(dtype: str | None, device: torch.device | str | None):
+    """``torch.autocast`` to ``dtype`` on ``device``'s kind, or a context that
+    changes nothing (``dtype`` None)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    kind = torch.device(device).type if device is not None else "cpu"
+    return torch.autocast(kind, dtype=getattr(torch, dtype))
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
@@ -486,6 +506,8 @@ def fit(
         train_model = DistributedDataParallel(
             model, device_ids=[index] if device.type == "cuda" else None
         )
+    if config.compile:  # the same parameters, run by generated kernels
+        train_model = torch.compile(train_model)
     checkpoint_every = config.checkpoint_every or config.eval_every
     max_norm = math.inf if config.grad_clip is None else config.grad_clip
     quiet = (
@@ -503,7 +525,8 @@ def fit(
         lr = learning_rate(step, config)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss = loss_fn(train_model, to_device(get_batch("train", step), device))
+        with _autocast(config.autocast, device):
+            loss = loss_fn(train_model, to_device(get_batch("train", step), device))
         _expect_scalar(loss, "training loss", step)
         # the global batch's loss: every rank sees the same, so all stop together
         mean_loss = _mean_over_ranks(loss.detach(), world_size)
@@ -531,7 +554,12 @@ def fit(
         last = step == config.steps - 1
         if config.eval_every and ((step + 1) % config.eval_every == 0 or last):
             val_loss = evaluate(
-                model, get_batch, loss_fn, config.eval_batches, device=device
+                model,
+                get_batch,
+                loss_fn,
+                config.eval_batches,
+                device=device,
+                autocast=config.autocast,
             )  # on this rank's share of each validation batch
             val_loss = _mean_over_ranks(
                 torch.tensor(val_loss, device=device), world_size

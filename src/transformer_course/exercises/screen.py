@@ -30,6 +30,7 @@ import ast
 import functools
 import importlib.machinery
 import re
+import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -492,31 +493,41 @@ MAX_MAGICS = 40
 MAGIC_CELL_CHARACTERS = 20_000
 
 
-#: What starts an IPython escape at the beginning of a line (after its
-#: indentation): %magic, !shell, ?help, /call, ,quote and ;quote. IPython
-#: rewrites such lines one at a time, tokenising the whole cell again for
-#: each: every one counts as a magic (the forty-third red team stalled the
-#: screen for minutes with 500 lines of /f x, which were not counted).
-_ESCAPES = ("%", "!", "?", "/", ",", ";")
-#: An assignment of a magic (x = !ls, x = %time f()), which IPython rewrites
-#: the same way (600 of them cost the grader 40 s a cell: the forty-second).
-_MAGIC_ASSIGNMENT = re.compile(r"[\w.,\[\]()* ]+=[ \t]*[%!]")
-_MAGIC_AFTER = re.compile(r"[;?][ \t]*%")
-
-
 def _magic_lines(source: str) -> int:
-    """How many lines of ``source`` IPython may rewrite as a magic or escape.
-    Line by line, each pattern read once: one pattern over the whole cell,
-    anchored at every line's start, took quadratic time on a cell of blank
-    lines (50,000 of them: 28 s; the forty-third red team)."""
+    """How many lines of ``source`` IPython rewrites as a magic, an escape
+    (%magic, !shell, ?help, /call, ,quote, ;quote, at the start of a logical
+    line), a help request ending in ? or an assignment of one (x = !ls,
+    x = %time f()): found as IPython finds them, in the tokens of each logical
+    line, so that a continuation line of an expression starting with / (as a
+    formatter wraps a division) or a comment ending in ? is not one (the
+    forty-fourth red team). IPython rewrites such lines one at a time,
+    tokenising the whole cell again for each: the forty-second and forty-third
+    red teams stalled the grader with hundreds of them. One tokenising here,
+    in time linear in the cell."""
+    try:
+        from IPython.core import inputtransformer2 as it
+    except ImportError:  # pragma: no cover - IPython is in requirements.txt
+        return sum(line.lstrip().startswith(("%", "!")) for line in source.splitlines())
+    escapes = it.ESCAPE_SINGLES | it.ESCAPE_DOUBLES
     count = 0
-    for line in source.splitlines():
-        text = line.strip()
+    for line in it.make_tokens_by_line(source.splitlines(keepends=True)):
+        first = 0
+        while first < len(line) and line[first].type in (
+            tokenize.INDENT,
+            tokenize.DEDENT,
+        ):
+            first += 1
+        if first == len(line):
+            continue
+        assign = it._find_assign_op(line)
         if (
-            text.startswith(_ESCAPES)
-            or text.endswith("?")
-            or _MAGIC_AFTER.search(text)
-            or _MAGIC_ASSIGNMENT.match(text)
+            line[first].string in escapes
+            or (len(line) > 2 and line[-2].string in ("?", "??"))
+            or (
+                assign is not None
+                and assign + 1 < len(line)
+                and line[assign + 1].string in ("%", "!", "!!")
+            )
         ):
             count += 1
     return count
@@ -800,12 +811,47 @@ def _plain_decorator(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("staticmethod", "classmethod")
 
 
+#: Modules outside :data:`ALLOWED_MODULES` that allowed modules hold under
+#: public names (``enum.bltns`` is builtins, ``torch.cuda.tunable.mp``
+#: multiprocessing, ``json.codecs.open`` writes files, ``torch.inspect`` is all
+#: of inspect): refused as attributes of anything, as their imports are (the
+#: forty-fourth red team ran exec through enum.bltns). tests/test_screen.py
+#: walks the installed libraries and checks that every such path is refused.
+MODULE_ALIASES = frozenset(
+    {
+        *("bltns", "inspect", "codecs", "linecache", "mp", "python_multiprocessing"),
+        *("shutil", "tempfile", "tarfile", "gzip", "glob", "fnmatch", "pathlib"),
+        *("io", "PIL", "Image", "base64", "hashlib", "uuid", "urllib", "ssl"),
+        *("selectors", "shlex", "sysconfig", "pkgutil", "plistlib", "joblib"),
+        *("contextlib", "contextvars", "copyreg", "reprlib", "traceback", "logging"),
+        *("tokenize", "dis", "ast", "difflib", "dateutil", "fontTools", "errno"),
+        *("nw", "queue", "stat", "struct", "locale", "platform", "keyword"),
+    }
+)
+#: Modules held under public names that are left alone: names an honest
+#: answer may use for its own attributes (``np.array``, ``self.token``), of
+#: modules that open no door (array's tofile is refused by name).
+HARMLESS_MODULE_ALIASES = frozenset({"array", "token", "datetime"})
+
+
+#: Refused names that are refused as attributes too (exec or open reached
+#: through a module); not eval, which is every model's eval().
+DENIED_AS_ATTRIBUTES = frozenset(
+    {"exec", "open", "globals", "locals", "vars", "breakpoint", "get_ipython"}
+)
+
+
 def _attribute_refused(name: str) -> bool:
     if name.startswith("__") and name.endswith("__"):
         return name not in ALLOWED_DUNDERS
     if name.startswith("_"):
         return True
-    return name in DENIED_ATTRIBUTES or name in FRAME_ATTRIBUTES
+    return (
+        name in DENIED_ATTRIBUTES
+        or name in FRAME_ATTRIBUTES
+        or name in MODULE_ALIASES
+        or name in DENIED_AS_ATTRIBUTES
+    )
 
 
 class _Reader:

@@ -1018,7 +1018,7 @@ def points_changed(
     with open(path, newline="", encoding="utf-8") as handle:
         old = [
             r
-            for r in csv.DictReader(handle)
+            for r in map(_as_written, csv.DictReader(handle))
             if r.get("assignment") == assignment and r.get("student") not in regraded
         ]
     changed = {}
@@ -1246,7 +1246,7 @@ def merge_csv(path: Path, rows: list[ClassRow]) -> list[dict]:
             raise ValueError(problem)
         with open(path, newline="", encoding="utf-8") as handle:
             old = list(csv.DictReader(handle))
-        for record in old:
+        for record in map(_as_written, old):
             key = (record.get("student", ""), record.get("assignment", ""))
             if key in fresh:
                 if key not in placed:
@@ -1275,6 +1275,21 @@ def spreadsheet_safe(value: object) -> object:
     except ValueError:
         return "'" + value
     return value
+
+
+def _as_written(record: dict) -> dict:
+    """A row read back from the class CSV with :func:`spreadsheet_safe`'s
+    ``'`` taken off again, so that it keys and compares as the row it was
+    written from (a student id ``@mal``, written ``'@mal``, kept its old rows
+    beside each regrade's: the forty-fourth red team)."""
+    return {
+        field: value[1:]
+        if isinstance(value, str)
+        and value[:1] == "'"
+        and value[1:].startswith(FORMULA_STARTS)
+        else value
+        for field, value in record.items()
+    }
 
 
 #: Columns every class CSV this command writes has (:data:`CSV_FIELDS`).
@@ -1316,7 +1331,7 @@ def _students_in_csv(path: Path, assignment: str) -> set[str]:
     with open(path, newline="", encoding="utf-8") as handle:
         return {
             r.get("student", "")
-            for r in csv.DictReader(handle)
+            for r in map(_as_written, csv.DictReader(handle))
             if r.get("assignment") == assignment
         }
 
