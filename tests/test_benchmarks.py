@@ -82,3 +82,41 @@ def test_position_lag_benchmark_runs_every_encoding():
     out = run_quick("position_lag.py")
     for encoding in ("none", "sinusoidal", "learned", "rope", "alibi"):
         assert f"{encoding}: N = 16:" in out
+
+
+def test_the_gpu_run_runs_each_notebook_and_names_its_first_failing_cell(tmp_path):
+    """benchmarks/on_gpu.py (issue 28) runs each notebook in a fresh process,
+    top to bottom, and reports the first cell that fails with its error (here
+    on the CPU, on two small notebooks of its own)."""
+    import nbformat
+
+    def notebook(*sources):
+        path = tmp_path / f"nb{len(list(tmp_path.iterdir()))}.ipynb"
+        cells = [nbformat.v4.new_code_cell(source) for source in sources]
+        nbformat.write(nbformat.v4.new_notebook(cells=cells), path)
+        return path
+
+    script = str(ROOT / "benchmarks" / "on_gpu.py")
+    good = notebook("x = 2", "%time y = x + 1", "assert y == 3")
+    bad = notebook("x = 2", "assert x == 3, 'x is not 3'", "print('never')")
+    ran = subprocess.run(
+        [sys.executable, script, "--one-notebook", str(good)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "FAILED" not in ran.stdout
+    ran = subprocess.run(
+        [sys.executable, script, "--one-notebook", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 1
+    (line,) = [x for x in ran.stdout.splitlines() if x.startswith("FAILED ")]
+    assert json.loads(line[len("FAILED ") :]) == {
+        "cell": 2,
+        "error": "AssertionError: x is not 3",
+    }
+    assert "never" not in ran.stdout
