@@ -829,9 +829,11 @@ MODULE_ALIASES = frozenset(
     }
 )
 #: Modules held under public names that are left alone: names an honest
-#: answer may use for its own attributes (``np.array``, ``self.token``), of
-#: modules that open no door (array's tofile is refused by name).
-HARMLESS_MODULE_ALIASES = frozenset({"array", "token", "datetime"})
+#: answer may use for its own attributes (``np.array``, ``self.token``,
+#: ``model.features``), of modules that open no door (array's tofile is
+#: refused by name; PIL.features, which matplotlib's Agg backend holds, only
+#: reports what PIL was built with).
+HARMLESS_MODULE_ALIASES = frozenset({"array", "token", "datetime", "features"})
 
 
 #: Refused names that are refused as attributes too (exec or open reached
