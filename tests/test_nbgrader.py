@@ -846,7 +846,7 @@ def test_a_regrade_replaces_the_rows_of_a_student_whose_id_reads_as_a_formula(
                 "passed" if points else "failed",
                 "",
             )
-            for student in ("@mal", "alice", "=bob", "-1")
+            for student in ("@mal", "alice", "=bob", "-1", "'@mal")
         ]
 
     path = tmp_path / "class.csv"
@@ -855,9 +855,25 @@ def test_a_regrade_replaces_the_rows_of_a_student_whose_id_reads_as_a_formula(
         gradebook.write_csv(path, gradebook.merge_csv(path, rows(1.0)))
     with open(path, newline="", encoding="utf-8") as handle:
         written = list(csv.DictReader(handle))
-    assert [r["student"] for r in written] == ["'@mal", "alice", "'=bob", "-1"]
-    assert [r["points"] for r in written] == ["1.0"] * 4
-    assert gradebook._students_in_csv(path, "ch02") == {"@mal", "alice", "=bob", "-1"}
+    assert [r["student"] for r in written] == [
+        *("'@mal", "alice", "'=bob", "-1", "''@mal")
+    ]
+    assert [r["points"] for r in written] == ["1.0"] * 5
+    assert gradebook._students_in_csv(path, "ch02") == {
+        *("@mal", "alice", "=bob", "-1", "'@mal")
+    }
+    # a regrade of @mal alone keeps the other student named alike ('@mal)
+    only = [row for row in rows(0.0) if row.student == "@mal"]
+    gradebook.write_csv(path, gradebook.merge_csv(path, only))
+    with open(path, newline="", encoding="utf-8") as handle:
+        points = {r["student"]: r["points"] for r in csv.DictReader(handle)}
+    assert points == {
+        "'@mal": "0.0",
+        "alice": "1.0",
+        "'=bob": "1.0",
+        "-1": "1.0",
+        "''@mal": "1.0",
+    }
 
 
 def test_no_stale_points_warning_for_students_without_a_submission(tmp_path):

@@ -25,6 +25,21 @@ NOTEBOOKS = sorted((ROOT / "exercises").glob("*.ipynb")) + sorted(
 )
 
 REFUSED = {
+    # the forty-fifth red team: doors in the libraries' other submodules, each
+    # of which ran text unread (and switched the watch off)
+    "sklearn.utils.discovery": (
+        "import sklearn.utils.discovery as disc\ncx = disc.import_module('code')"
+    ),
+    "torch.autograd.profiler_util": (
+        "import torch\nget = torch.autograd.profiler_util.attrgetter('__builtins__')"
+    ),
+    "scipy.conftest": "import scipy.conftest\nscipy.conftest.pytest.importorskip('code')",
+    "matplotlib.sphinxext": "import matplotlib.sphinxext.plot_directive as pd",
+    "from sklearn import utils": "from sklearn import utils",
+    "a submodule through an alias": "import torch\nt = torch.autograd\nt.profiler_util",
+    "a module passed to a function": "import sklearn\ndef f(m):\n    return m.utils\nf(sklearn)",
+    "a module in a list": "import torch\nmodules = [torch.nn]",
+    "matplotlib.Path": "import matplotlib\nmatplotlib.Path('x').touch()",
     "import gc": "import gc\ngc.get_objects()",
     # the thirty-ninth red team: setattr by string, and names bound by a match
     "functools.update_wrapper": (
@@ -181,6 +196,18 @@ REFUSED = {
 }
 
 ALLOWED = {
+    # modules an answer uses, through the allowed submodules and aliases
+    "torch.nn as an alias": "import torch\nnn = torch.nn\nlayer = nn.Linear(2, 2)",
+    "a module as a default": "import torch\ndef f(x, lib=torch):\n    return lib.zeros(2)",
+    "torch.cuda and torch.testing": (
+        "import torch\nd = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "torch.testing.assert_close(torch.zeros(1), torch.zeros(1))"
+    ),
+    "numpy's random and linalg": (
+        "import numpy as np\nx = np.random.default_rng(0).normal(size=3)\n"
+        "n = np.linalg.norm(x)"
+    ),
+    "from torch import nn": "from torch import nn\nclass M(nn.Module):\n    pass",
     # the forty-fourth red team: lines that only look like IPython's escapes,
     # once refused as magics (a formatter's wrapped division in a long cell;
     # comments ending in a question)
@@ -587,3 +614,76 @@ def test_exec_and_open_are_refused_as_attributes_too(call, said):
 
 def test_a_models_eval_is_not_refused():
     assert screen.screen([(1, "model = torch.nn.Linear(2, 2)\nmodel.eval()")]) is None
+
+
+#: What the libraries' doors lead to: where a function or class held by an
+#: allowed module comes from (``matplotlib.Path`` is pathlib's).
+DANGEROUS_ORIGINS = (
+    *("os", "posix", "sys", "subprocess", "importlib", "ctypes", "pickle"),
+    *("_pickle", "shutil", "tempfile", "io", "_io", "codecs", "_codecs", "runpy"),
+    *("code", "pydoc", "doctest", "timeit", "multiprocessing", "threading"),
+    *("_thread", "unittest.mock", "pytest", "_pytest", "pathlib", "gc", "inspect"),
+)
+#: Run in a fresh interpreter: each allowed module and submodule, and what it
+#: holds under public names, with where it comes from.
+HOLDINGS = """
+import importlib, json, types
+from transformer_course.exercises import screen
+names = sorted((screen.ALLOWED_MODULES | screen.ALLOWED_SUBMODULES)
+               - {"transformer_course", "transformer_course.exercises"})
+held = []
+for name in names:
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        continue
+    for attribute, value in list(vars(module).items()):
+        if attribute.startswith("_"):
+            continue
+        origin = (value.__name__ if isinstance(value, types.ModuleType)
+                  else getattr(value, "__module__", None))
+        if isinstance(origin, str):
+            held.append([name, attribute, origin])
+print(json.dumps(held))
+"""
+
+
+def test_no_allowed_module_holds_a_door_under_a_name_the_screen_lets_through():
+    """Every allowed module and submodule is walked for what it holds: a
+    module, function or class from a refused module (pathlib, operator's
+    attrgetter, pytest, builtins' exec) must be refused by its name, as
+    matplotlib.Path and torch.autograd.profiler_util.attrgetter were not (the
+    forty-fifth red team); and every allowed submodule exists."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        [sys.executable, "-c", HOLDINGS], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    held = json.loads(ran.stdout.splitlines()[-1])
+    assert len(held) > 1000
+    doors = [
+        (module, attribute, origin)
+        for module, attribute, origin in held
+        if origin.split(".")[0] in DANGEROUS_ORIGINS
+        or origin in DANGEROUS_ORIGINS
+        or attribute in ("attrgetter", "methodcaller", "exec", "eval", "open")
+    ]
+    assert ("matplotlib", "Path", "pathlib") in [tuple(d) for d in doors]
+    for module, attribute, origin in doors:
+        if (
+            module == "inspect"
+            or attribute == "eval"
+            or (module, attribute)
+            in (
+                ("functools", "RLock"),  # a lock, which starts nothing
+                ("matplotlib", "Parameter"),  # inspect's, describes a signature
+            )
+        ):
+            continue  # inspect's own names are listed (RESTRICTED_MODULES)
+        found = screen.screen([(1, f"import {module}\nx = {module}.{attribute}")])
+        assert found is not None, (module, attribute, origin)
+    assert screen.screen([(1, "import inspect\nx = inspect.attrgetter")]) is not None
+    for name in screen.ALLOWED_SUBMODULES:
+        assert screen._is_module(name) or name.startswith("einops"), name

@@ -27,6 +27,7 @@ watched as the answer runs, where the watch can see it.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import importlib.machinery
 import re
@@ -393,6 +394,84 @@ ALLOWED_LINE_MAGICS = frozenset(
 _TIMEIT_VALUED = frozenset({"-n", "-r", "-p"})
 #: ``from M import ...`` allowed for these submodules of modules not allowed.
 ALLOWED_FROM = frozenset({"IPython.display"})
+#: The submodules of :data:`ALLOWED_MODULES` a screened notebook may import
+#: or reach (``torch.nn.functional``, ``np.linalg``); any other submodule is
+#: refused, as a module outside the list is. The libraries hold hundreds of
+#: doors under public names in their other submodules (the forty-fifth red
+#: team ran exec through sklearn.utils.discovery.import_module,
+#: torch.autograd.profiler_util.attrgetter, scipy.conftest.pytest and
+#: matplotlib.sphinxext's doctest), which no list of refused names can keep
+#: up with: a list of what is allowed ends that, as it did for operators.
+ALLOWED_SUBMODULES = frozenset(
+    {
+        *("torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.utils"),
+        *("torch.nn.parameter", "torch.linalg", "torch.fft", "torch.special"),
+        *("torch.optim", "torch.optim.lr_scheduler", "torch.utils", "torch.utils.data"),
+        *("torch.distributions", "torch.testing", "torch.autograd", "torch.random"),
+        *("torch.cuda", "torch.mps", "torch.backends", "torch.backends.mps"),
+        *("torch.backends.cudnn", "torch.backends.cuda", "torch.types"),
+        *("numpy.linalg", "numpy.random", "numpy.fft", "numpy.testing"),
+        *("scipy.special", "scipy.linalg", "scipy.stats", "scipy.optimize"),
+        *("sklearn.datasets", "sklearn.model_selection", "sklearn.neighbors"),
+        *("sklearn.svm", "sklearn.linear_model", "sklearn.metrics"),
+        *("sklearn.preprocessing", "sklearn.decomposition"),
+        *("matplotlib.pyplot", "matplotlib.cm", "matplotlib.colors"),
+        *("matplotlib.ticker", "matplotlib.patches", "matplotlib.gridspec"),
+        *("tqdm.auto", "tqdm.notebook", "einops.layers", "einops.layers.torch"),
+        *("collections.abc", "transformer_course.exercises"),
+    }
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_module(dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package that Python would import,
+    found on disk without importing anything (a package's folder, a module's
+    file, an extension): ``sklearn.utils`` is one, ``torch.Tensor`` is not."""
+    import importlib.util
+    import os
+
+    parts = dotted.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    locations = list(spec.submodule_search_locations or [])
+    for part in parts[1:]:
+        found = None
+        for location in locations:
+            base = os.path.join(location, part)
+            if os.path.isdir(base):  # a package (or a namespace package)
+                found = [base]
+                break
+            if any(os.path.isfile(base + end) for end in _MODULE_FILE_ENDINGS):
+                found = []
+                break
+        if found is None:
+            return False
+        locations = found
+    return True
+
+
+_MODULE_FILE_ENDINGS = tuple(importlib.machinery.all_suffixes())
+
+
+def _submodule_refused(dotted: str) -> str | None:
+    """The first submodule in ``dotted`` (``sklearn.utils`` of
+    ``sklearn.utils.discovery.import_module``) outside
+    :data:`ALLOWED_SUBMODULES`, or None."""
+    parts = dotted.split(".")
+    if parts[0] not in ALLOWED_MODULES:
+        return None  # refused, or the learner's own, elsewhere
+    for end in range(2, len(parts) + 1):
+        prefix = ".".join(parts[:end])
+        if prefix not in ALLOWED_SUBMODULES and _is_module(prefix):
+            return prefix
+    return None
+
+
 #: The extensions ``%load_ext`` may load.
 ALLOWED_EXTENSIONS = frozenset({"autoreload"})
 ALLOWED_CELL_MAGICS = frozenset({"time", "timeit", "prun", "capture", "writefile"})
@@ -436,12 +515,14 @@ def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
         if too_many:
             return Finding(number, 1, too_many)
     trees = [tree for _, source in cells if (tree := _parse(_python(source)))]
+    bindings = [pair for tree in trees for pair in _bindings(tree)]  # read once
     known = _Known(
         modules=frozenset(
             m.group(1) for _, source in cells if (m := _WRITES_MODULE.match(source))
         ),
         aliases=_restricted_aliases(trees),
-        imported=_imported_names(trees),
+        imported=_imported_names(trees, bindings),
+        module_paths=_module_paths(trees, bindings),
     )
     for number, source in cells:
         found = _screen_source(source, 0, known)
@@ -480,6 +561,7 @@ def screen_module(source: str) -> Finding | None:
         modules=frozenset(),
         aliases=_restricted_aliases([tree]),
         imported=_imported_names([tree]),
+        module_paths=_module_paths([tree]),
     )
     found = _Reader(0, known).first(tree)
     return None if found is None else Finding(0, found[0], found[1])
@@ -659,6 +741,8 @@ class _Known:
     modules: frozenset[str]
     aliases: dict[str, str]
     imported: frozenset[str] = frozenset()  # names bound by an import
+    # name -> the dotted path it stands for (np -> numpy, nn -> torch.nn)
+    module_paths: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 #: Modules' usual names: attributes of them may not be assigned (a method set
@@ -668,7 +752,9 @@ MODULE_NAMES = frozenset(
 )
 
 
-def _imported_names(trees: list[ast.AST]) -> frozenset[str]:
+def _imported_names(
+    trees: list[ast.AST], bindings: list | None = None
+) -> frozenset[str]:
     """The names bound by an import, and the names bound to them again
     (``T = torch.Tensor``, ``j = json``, ``for T in [torch.Tensor]``, a default
     ``def f(T=torch.Tensor)``): a library's objects under another name, whose
@@ -683,10 +769,11 @@ def _imported_names(trees: list[ast.AST]) -> frozenset[str]:
                 for alias in node.names:
                     names.add((alias.asname or alias.name).split(".")[0])
     onward: dict[str, set[str]] = {}  # name -> the names bound to its objects
-    for tree in trees:
-        for value, target in _bindings(tree):
-            for source in _referred(value):
-                onward.setdefault(source, set()).add(target)
+    if bindings is None:
+        bindings = [pair for tree in trees for pair in _bindings(tree)]
+    for value, target in bindings:
+        for source in _referred(value):
+            onward.setdefault(source, set()).add(target)
     todo = [*names, _TYPE_CALL]
     while todo:
         for target in onward.get(todo.pop(), ()):
@@ -694,6 +781,53 @@ def _imported_names(trees: list[ast.AST]) -> frozenset[str]:
                 names.add(target)
                 todo.append(target)
     return frozenset(names)
+
+
+def _chain(node: ast.AST) -> list[str] | None:
+    """``["torch", "nn", "functional"]`` for the expression torch.nn.functional
+    (names and attributes only), else None."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(names)]
+
+
+def _module_paths(trees: list[ast.AST], bindings: list | None = None) -> dict[str, str]:
+    """Each name an import binds, with the dotted path it stands for
+    (``import numpy as np``: np -> numpy; ``from torch import nn``: nn ->
+    torch.nn), and each name bound to such a path again (``lib = torch.nn``,
+    a default ``def f(lib=np)``)."""
+    paths: dict[str, str] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        paths[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        paths[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    paths[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    onward: dict[str, list[tuple[list[str], str]]] = {}  # root -> its bindings
+    if bindings is None:
+        bindings = [pair for tree in trees for pair in _bindings(tree)]
+    for value, target in bindings:
+        chain = _chain(value)
+        if chain is not None:
+            onward.setdefault(chain[0], []).append((chain, target))
+    todo = list(paths)
+    while todo:  # along the bindings once: a chain of thousands of aliases is
+        # followed in linear time (the twenty-seventh red team's took 35 s)
+        for chain, target in onward.get(todo.pop(), ()):
+            if target not in paths:
+                paths[target] = ".".join([paths[chain[0]], *chain[1:]])
+                todo.append(target)
+    return paths
 
 
 def _bindings(tree: ast.AST):
@@ -786,6 +920,8 @@ def _module_refused(dotted: str, local: frozenset[str] = frozenset()) -> str | N
     for part in parts[1:]:
         if _attribute_refused(part):
             return f"import {dotted}"
+    if _submodule_refused(dotted):
+        return f"import {dotted}"
     return None
 
 
@@ -826,6 +962,11 @@ MODULE_ALIASES = frozenset(
         *("contextlib", "contextvars", "copyreg", "reprlib", "traceback", "logging"),
         *("tokenize", "dis", "ast", "difflib", "dateutil", "fontTools", "errno"),
         *("nw", "queue", "stat", "struct", "locale", "platform", "keyword"),
+        "ipywidgets",  # tqdm.notebook's
+        # functions of refused modules that allowed ones hold: attributes by
+        # name (operator's, dunders included) and files (pathlib's Path, as
+        # matplotlib.Path)
+        *("attrgetter", "methodcaller", "Path", "NUMPY_ROOT"),
     }
 )
 #: Modules held under public names that are left alone: names an honest
@@ -951,6 +1092,30 @@ class _Reader:
         known = (frozenset(assigned), frozenset(declared))
         self._scopes[id(scope)] = known
         return known
+
+    def _module_refused_here(self, node: ast.Name | ast.Attribute) -> str | None:
+        """For a chain rooted at an imported module (``sklearn.utils``): a
+        submodule outside :data:`ALLOWED_SUBMODULES` in it, or a module used
+        as a value rather than through its attributes (``f(sklearn)``,
+        ``[torch.nn]``), which would carry it past this check; binding it to
+        another name (``nn = torch.nn``) is followed instead."""
+        chain = _chain(node)
+        if chain is None or chain[0] not in self.known.module_paths:
+            return None
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            return None
+        dotted = ".".join([self.known.module_paths[chain[0]], *chain[1:]])
+        outside = _submodule_refused(dotted)
+        if outside:
+            return f"{outside}, a module outside the list"
+        parent = self.parents.get(id(node))
+        used_through = isinstance(parent, ast.Attribute) and parent.value is node
+        bound = (
+            isinstance(parent, ast.Assign | ast.AnnAssign) and parent.value is node
+        ) or isinstance(parent, ast.arguments)
+        if not used_through and not bound and _is_module(dotted):
+            return f"the module {'.'.join(chain)} passed on as a value"
+        return None
 
     def first(self, tree: ast.AST) -> tuple[int, str] | None:
         self.parents = {
@@ -1092,6 +1257,10 @@ class _Reader:
                     alias.name == "*"
                     or _attribute_refused(alias.name)
                     or (allowed is not None and alias.name not in allowed)
+                    or (
+                        module not in ALLOWED_FROM
+                        and _submodule_refused(f"{module}.{alias.name}")
+                    )
                 ):
                     return f"from {module} import {alias.name}"
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -1113,7 +1282,13 @@ class _Reader:
                 return f"assigning {_root(node)}…{node.attr}: a library changed"
             if _attribute_refused(node.attr) and not self._own_private(node):
                 return f".{node.attr}"
+            refused = self._module_refused_here(node)
+            if refused:
+                return refused
         elif isinstance(node, ast.Name):
+            refused = self._module_refused_here(node)
+            if refused:
+                return refused
             module = self.restricted.get(node.id)
             if module is not None and isinstance(node.ctx, ast.Load):
                 parent = self.parents.get(id(node))

@@ -1267,9 +1267,14 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 def spreadsheet_safe(value: object) -> object:
     """``value`` as a CSV cell that no spreadsheet runs as a formula: text that
     starts like one gets a leading ``'`` (the sixteenth red team put
-    ``=HYPERLINK(...)`` into a hint); numbers, negative ones included, are kept."""
-    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+    ``=HYPERLINK(...)`` into a hint); numbers, negative ones included, are kept.
+    Text that starts with ``'`` gets one more, so that :func:`_as_written`
+    reads every cell back as it was (``'@mal`` and ``@mal`` are two students:
+    the forty-fifth red team)."""
+    if not isinstance(value, str) or not value.startswith((*FORMULA_STARTS, "'")):
         return value
+    if value.startswith("'"):
+        return "'" + value
     try:
         float(value)
     except ValueError:
@@ -1286,7 +1291,7 @@ def _as_written(record: dict) -> dict:
         field: value[1:]
         if isinstance(value, str)
         and value[:1] == "'"
-        and value[1:].startswith(FORMULA_STARTS)
+        and value[1:].startswith((*FORMULA_STARTS, "'"))
         else value
         for field, value in record.items()
     }
