@@ -630,7 +630,7 @@ HOLDINGS = """
 import importlib, json, types
 from transformer_course.exercises import screen
 names = sorted((screen.ALLOWED_MODULES | screen.ALLOWED_SUBMODULES)
-               - {"transformer_course", "transformer_course.exercises"})
+               - {"transformer_course"})
 held = []
 for name in names:
     try:
