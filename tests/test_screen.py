@@ -25,6 +25,19 @@ NOTEBOOKS = sorted((ROOT / "exercises").glob("*.ipynb")) + sorted(
 )
 
 REFUSED = {
+    # the forty-sixth red team: exec under another name in an allowed
+    # submodule, a library's alias that reset the check of the path as written,
+    # a module held by a class, processes from asyncio's loop
+    "numpy.testing.runstring": "import numpy as np\nnp.testing.runstring('x = 1', {})",
+    "torch.torch": "import torch\nh = torch.torch.utils.data.datapipes.utils.decoder",
+    "F.torch": "import torch.nn.functional as F\nc = F.torch.xpu.cast",
+    "plt.np": "import matplotlib.pyplot as plt\nb = plt.np.testing.extbuild",
+    "a module as a class attribute": (
+        "import sklearn\nclass Holder:\n    lib = sklearn\nHolder.lib.utils"
+    ),
+    "asyncio's subprocess_exec": (
+        "import asyncio\nloop = asyncio.new_event_loop()\nrun = loop.subprocess_exec"
+    ),
     # the forty-fifth red team: doors in the libraries' other submodules, each
     # of which ran text unread (and switched the watch off)
     "sklearn.utils.discovery": (

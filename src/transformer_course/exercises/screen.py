@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import importlib
 import importlib.machinery
 import re
 import tokenize
@@ -456,6 +457,57 @@ def _is_module(dotted: str) -> bool:
 
 
 _MODULE_FILE_ENDINGS = tuple(importlib.machinery.all_suffixes())
+
+
+def _module_allowed(name: str) -> bool:
+    top = name.split(".")[0]
+    return top in ALLOWED_MODULES and (
+        name == top or name in ALLOWED_SUBMODULES or top == "transformer_course"
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _reached_outside(dotted: str) -> str | None:
+    """The first module outside the allowed lists that the chain ``dotted``
+    (a module, then attribute names) reaches as Python resolves it, or None.
+    The modules are the real ones: imported here (library code only, no
+    learner's), each step read with getattr while it is a module, so that an
+    alias a library holds (``torch.torch``, ``F.torch``, ``plt.np``) leads
+    where it really leads (the forty-sixth red team reached
+    torch.utils.data.datapipes' pickle through torch.torch, past a check of
+    the path as written). A step that is not a module ends the walk."""
+    import types
+
+    parts = dotted.split(".")
+    if parts[0] not in ALLOWED_MODULES or parts[0] == "transformer_course":
+        return None
+    try:
+        module = importlib.import_module(parts[0])
+    except ModuleNotFoundError:
+        return None  # not installed: the learner's import fails as well
+    except Exception:
+        return parts[0]
+    for part in parts[1:]:
+        if _attribute_refused(part):
+            return None  # refused by name, elsewhere
+        try:
+            value = getattr(module, part)
+        except Exception:  # a submodule not imported yet (import a.b imports it)
+            name = f"{module.__name__}.{part}"
+            if not _is_module(name):
+                return None
+            if not _module_allowed(name):
+                return name
+            try:
+                value = importlib.import_module(name)
+            except Exception:
+                return name
+        if not isinstance(value, types.ModuleType):
+            return None
+        if not _module_allowed(value.__name__):
+            return value.__name__
+        module = value
+    return None
 
 
 def _submodule_refused(dotted: str) -> str | None:
@@ -969,6 +1021,10 @@ MODULE_ALIASES = frozenset(
         # name (operator's, dunders included) and files (pathlib's Path, as
         # matplotlib.Path)
         *("attrgetter", "methodcaller", "Path", "NUMPY_ROOT"),
+        # text run as code, processes and native code under other names (the
+        # forty-sixth red team): numpy.testing's runstring is exec;
+        # asyncio's loop starts processes; torch.classes loads a library
+        *("runstring", "subprocess_exec", "subprocess_shell", "load_library"),
     }
 )
 #: Modules held under public names that are left alone: names an honest
@@ -1107,13 +1163,26 @@ class _Reader:
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             return None
         dotted = ".".join([self.known.module_paths[chain[0]], *chain[1:]])
-        outside = _submodule_refused(dotted)
+        outside = _submodule_refused(dotted) or _reached_outside(dotted)
         if outside:
             return f"{outside}, a module outside the list"
         parent = self.parents.get(id(node))
         used_through = isinstance(parent, ast.Attribute) and parent.value is node
+        # bound to a plain name, which the screen follows; not to a class's
+        # attribute (class Holder: lib = sklearn), which it would not (the
+        # forty-sixth red team)
         bound = (
-            isinstance(parent, ast.Assign | ast.AnnAssign) and parent.value is node
+            isinstance(parent, ast.Assign | ast.AnnAssign)
+            and parent.value is node
+            and all(
+                isinstance(target, ast.Name)
+                for target in (
+                    parent.targets
+                    if isinstance(parent, ast.Assign)
+                    else [parent.target]
+                )
+            )
+            and not isinstance(self.parents.get(id(parent)), ast.ClassDef)
         ) or isinstance(parent, ast.arguments)
         if not used_through and not bound and _is_module(dotted):
             return f"the module {'.'.join(chain)} passed on as a value"
