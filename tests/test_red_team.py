@@ -2260,3 +2260,40 @@ def test_no_channel_opens_again_by_its_path_inside_the_sandbox():
     (outcome,) = result.output["outcomes"][0]
     assert outcome["value"], outcome  # the channels were found
     assert set(outcome["value"]) == {errno.ENXIO}, outcome
+
+
+def test_a_runner_function_given_other_code_is_noticed():
+    """The forty-fifth and forty-sixth red teams ended each way past the screen
+    by giving the runner's _watching the code of a generator that yields at
+    once: the same function object, so an identity check passed, and no watch.
+    The runner compares the code, defaults and closures too: a call made then
+    is refused, and all is well again once the code is back."""
+    import torch
+
+    from transformer_course.exercises import runner
+
+    def idle(watch, forbidden):
+        yield
+
+    function = runner._watching.__wrapped__
+    original, defaults = function.__code__, runner._Watch.__init__.__defaults__
+    softmax = [(torch.zeros(2, 3),)]
+    try:
+        function.__code__ = idle.__code__
+        assert not runner._intact()
+        (outcome,) = runner.call_cases(
+            lambda x: torch.softmax(x, -1), softmax, ["softmax"]
+        )
+        assert outcome["error"] == "ForbiddenUse"
+        assert "switch off or look for its checks" in outcome["message"]
+    finally:
+        function.__code__ = original
+    assert runner._intact()
+    try:  # a default swapped on a method of the watch
+        runner._Watch.__init__.__defaults__ = (("softmax",),)
+        assert not runner._intact()
+    finally:
+        runner._Watch.__init__.__defaults__ = defaults
+    assert runner._intact()
+    (outcome,) = runner.call_cases(lambda x: torch.softmax(x, -1), softmax, ["softmax"])
+    assert outcome["error"] == "ForbiddenUse"  # the watch itself, again

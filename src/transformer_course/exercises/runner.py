@@ -2299,6 +2299,67 @@ def _snapshot() -> dict:
     return found
 
 
+def _made_of(value: object) -> tuple:
+    """What a function (or a class attribute that wraps one: a static or class
+    method, a property, a decorator's ``__wrapped__``) runs: its code,
+    defaults and closure's values. A cell can swap these while the function
+    object stays the same one (the forty-fifth red team gave the runner's
+    ``_watching`` the code of a generator that yields at once), which an
+    identity check alone does not see."""
+    functions, todo = [], [value]
+    while todo and len(functions) < 8:
+        item = todo.pop()
+        if isinstance(item, staticmethod | classmethod):
+            todo.append(item.__func__)
+        elif isinstance(item, property):
+            todo += [f for f in (item.fget, item.fset, item.fdel) if f is not None]
+        elif isinstance(item, types.FunctionType):
+            functions.append(item)
+            wrapped = item.__dict__.get("__wrapped__")
+            if wrapped is not None:
+                todo.append(wrapped)
+    made = []
+    for function in functions:
+        cells = []
+        for cell in function.__closure__ or ():
+            try:
+                cells.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                cells.append(_MISSING)
+        made.append(
+            (function.__code__, function.__defaults__, function.__kwdefaults__, cells)
+        )
+    return tuple(made)
+
+
+def _same_made(a: tuple, b: tuple) -> bool:
+    """Whether two :func:`_made_of` records hold the same objects."""
+    if len(a) != len(b):
+        return False
+    for (code_a, defaults_a, kw_a, cells_a), (code_b, defaults_b, kw_b, cells_b) in zip(
+        a, b, strict=True
+    ):
+        if code_a is not code_b or len(cells_a) != len(cells_b):
+            return False
+        if (defaults_a is None) != (defaults_b is None) or (kw_a is None) != (
+            kw_b is None
+        ):
+            return False
+        pairs = [
+            *zip(defaults_a or (), defaults_b or (), strict=False),
+            *zip(cells_a, cells_b, strict=True),
+        ]
+        if len(defaults_a or ()) != len(defaults_b or ()):
+            return False
+        if kw_a is not None and (
+            kw_a.keys() != kw_b.keys() or any(kw_a[k] is not kw_b[k] for k in kw_a)
+        ):
+            return False
+        if any(x is not y for x, y in pairs):
+            return False
+    return True
+
+
 def _forbidden_now() -> tuple:
     """The forbidden keys and names, and the operators each key allows, by
     value (a cell could empty the dict, or add to what is allowed)."""
@@ -2340,6 +2401,17 @@ def _intact() -> bool:
     except Exception:  # a patched attribute that breaks the lookups themselves
         return False
     if not all(relied.get(k, _MISSING) is v for k, v in _PRISTINE_RELIED.items()):
+        return False
+    # nor the code inside them (the same function objects, other code)
+    try:
+        if not all(
+            _same_made(_made_of(now[k]), made) for k, made in _PRISTINE_MADE.items()
+        ) or not all(
+            _same_made(_made_of(relied[k]), made)
+            for k, made in _PRISTINE_RELIED_MADE.items()
+        ):
+            return False
+    except Exception:  # a patched attribute that breaks the reading itself
         return False
     # nor a deserializer a cell registered with torch: it sees what torch.load
     # reads (the twenty-sixth red team computed the answers from the cases there)
@@ -3338,6 +3410,8 @@ _PROFILED_CODE = _Watch.profiled.__wrapped__.__code__
 _PRISTINE = _snapshot()
 _PRISTINE_FORBIDDEN = _forbidden_now()
 _PRISTINE_RELIED = _relied_on()
+_PRISTINE_MADE = {k: _made_of(v) for k, v in _PRISTINE.items()}
+_PRISTINE_RELIED_MADE = {k: _made_of(v) for k, v in _PRISTINE_RELIED.items()}
 _PRISTINE_REGISTRY = tuple(torch.serialization._package_registry)
 
 if __name__ == "__main__":
