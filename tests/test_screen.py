@@ -25,6 +25,19 @@ NOTEBOOKS = sorted((ROOT / "exercises").glob("*.ipynb")) + sorted(
 )
 
 REFUSED = {
+    # the forty-seventh red team: a pickle written as a data file, which
+    # scikit-learn's loader unpickled from its data home; workers by **dict
+    "a data file written with %%writefile": (
+        "%%writefile cal_housing_py3.pkz\ncbuiltins\nexec\n(Vx = 1\n(dtR."
+    ),
+    "data_home=": (
+        "from sklearn.datasets import fetch_california_housing\n"
+        "fetch_california_housing(data_home='.', download_if_missing=False)"
+    ),
+    "n_jobs by a dict": (
+        "from sklearn.neighbors import KNeighborsClassifier\n"
+        "knn = KNeighborsClassifier(**{'n_jobs': 2})"
+    ),
     # the forty-sixth red team: exec under another name in an allowed
     # submodule, a library's alias that reset the check of the path as written,
     # a module held by a class, processes from asyncio's loop
@@ -243,7 +256,6 @@ ALLOWED = {
     "%matplotlib": "%matplotlib inline",
     "%autoreload": "%load_ext autoreload\n%autoreload 2",
     "%pip": "%pip install -q tqdm",
-    "%%writefile": "%%writefile notes.txt\nanything at all",
     "%store": "%store",
     "__version__": "print(tc.__version__)",
     "inspect.getsource": "%%capture shown\nimport inspect\nprint(inspect.getsource(f))",

@@ -343,7 +343,8 @@ DENIED_DEFINITIONS = frozenset(
 #: Keyword arguments that start workers or evaluate text (DataLoader's
 #: num_workers, scikit-learn's n_jobs, inspect.signature's eval_str).
 DENIED_KEYWORDS = frozenset(
-    {"num_workers", "workers", "n_jobs", "eval_str", "allow_pickle"}
+    # data_home: where scikit-learn's loaders read (and unpickle) their caches
+    {"num_workers", "workers", "n_jobs", "eval_str", "allow_pickle", "data_home"}
 )
 
 #: Built-in names refused wherever they appear.
@@ -1275,7 +1276,9 @@ class _Reader:
                         or target.endswith(_RUNNABLE_SUFFIXES)
                     ):
                         return 1, f"%%writefile {target}"
-                    return None  # data: never run
+                    # a data file: a library may read it as code (a pickle in
+                    # scikit-learn's data cache: the forty-seventh red team)
+                    return 1, f"%%writefile {target}, a data file"
                 if not re.fullmatch(r"[A-Za-z_]\w*\.py", target):
                     return 1, f"%%writefile {target}"
             elif name == "capture":
@@ -1413,6 +1416,12 @@ class _Reader:
                 return f"a decorated {node.name}"
             if isinstance(node, ast.ClassDef) and node.keywords:
                 return f"class {node.name} with a metaclass or class arguments"
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value in DENIED_KEYWORDS
+        ):  # f(**{"n_jobs": 2}): the keyword as text (the forty-seventh red team)
+            return f"{node.value!r}: more workers, text run as code or a pickle"
         elif isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if keyword.arg in DENIED_KEYWORDS:
