@@ -108,7 +108,10 @@ DENIED_ATTRIBUTES = frozenset(
         "atexit",
         "runpy",
         "concurrent",
-        # other threads and processes (asyncio's)
+        # other threads and processes (asyncio's; DataParallel runs a module's
+        # copies in threads, found by tests/test_library_doors.py)
+        "DataParallel",
+        "parallel_apply",
         "to_thread",
         "run_in_executor",
         "create_subprocess_exec",
@@ -220,9 +223,17 @@ DENIED_ATTRIBUTES = frozenset(
     }
 )
 
-#: Modules of which only some names may be used (``inspect.getsource``, not
-#: ``inspect.currentframe``): the module's name, bound by an import, may only
-#: be read as ``module.allowed_name``.
+#: Modules of which only the listed names may be used (``inspect.getsource``,
+#: not ``inspect.currentframe``), however the module is reached: imported,
+#: bound to another name, or reached as another module's attribute (the
+#: chain is followed through the real modules, see :func:`_reached_outside`).
+#: The wide helper modules of the allowed libraries hold doors beside the few
+#: names a learner needs (numpy.testing's rundocs runs a module's docstrings
+#: as code, its run_threaded starts threads; scikit-learn's fetchers unpickle
+#: a cache a learner can write; torch.utils.data's argument_validation
+#: evaluates annotations written as text; tqdm's main writes files):
+#: tests/test_screen.py walks every public function of the allowed modules
+#: for such doors and fails on one that is neither refused nor reviewed.
 RESTRICTED_MODULES = {
     "inspect": frozenset(
         {
@@ -243,7 +254,61 @@ RESTRICTED_MODULES = {
             "isroutine",
         }
     ),
+    "numpy.testing": frozenset(
+        {
+            *("assert_", "assert_allclose", "assert_almost_equal"),
+            *("assert_approx_equal", "assert_array_almost_equal"),
+            *("assert_array_almost_equal_nulp", "assert_array_equal"),
+            *("assert_array_less", "assert_array_max_ulp", "assert_equal"),
+            *("assert_raises", "assert_raises_regex", "assert_string_equal"),
+            *("assert_warns", "assert_no_warnings"),
+        }
+    ),
+    "torch.testing": frozenset({"assert_close", "assert_allclose", "make_tensor"}),
+    "torch.utils": frozenset({"data"}),
+    "torch.utils.data": frozenset(
+        {
+            *("Dataset", "TensorDataset", "IterableDataset", "Subset"),
+            *("ConcatDataset", "ChainDataset", "StackDataset", "random_split"),
+            *("Sampler", "RandomSampler", "SequentialSampler", "BatchSampler"),
+            *("SubsetRandomSampler", "WeightedRandomSampler", "default_collate"),
+            *("default_convert", "get_worker_info"),
+        }
+    ),
+    "sklearn.datasets": frozenset(
+        {
+            *("load_digits", "load_iris", "load_wine", "load_breast_cancer"),
+            *("load_diabetes", "make_blobs", "make_circles", "make_classification"),
+            *("make_moons", "make_regression", "make_swiss_roll", "make_s_curve"),
+            *("make_gaussian_quantiles", "make_friedman1", "make_friedman2"),
+            *("make_friedman3", "make_low_rank_matrix", "make_spd_matrix"),
+            *("make_sparse_spd_matrix", "make_hastie_10_2", "make_biclusters"),
+            *("make_multilabel_classification", "make_checkerboard"),
+            *("make_sparse_uncorrelated", "make_sparse_coded_signal"),
+        }
+    ),
+    "tqdm": frozenset(
+        {"tqdm", "trange", "tnrange", "tqdm_notebook", "auto", "notebook"}
+    ),
+    # not CUDAPluggableAllocator, which loads a native library by its path
+    "torch.cuda": frozenset(
+        {
+            *("is_available", "device_count", "current_device", "get_device_name"),
+            *("get_device_properties", "get_device_capability", "synchronize"),
+            *("manual_seed", "manual_seed_all", "seed", "get_rng_state"),
+            *("set_rng_state", "set_device", "device", "empty_cache"),
+            *("memory_allocated", "max_memory_allocated", "memory_reserved"),
+            *("max_memory_reserved", "reset_peak_memory_stats", "memory_summary"),
+            *("is_bf16_supported", "Event", "Stream", "amp"),
+        }
+    ),
 }
+
+#: Objects that run code the screen never reads, refused wherever an allowed
+#: module holds them, by their class's name: a test runner (``numpy.test``,
+#: ``scipy.linalg.test`` run pytest, which imports plugins by name and runs
+#: a module's docstrings as doctests).
+DOOR_CLASSES = frozenset({"PytestTester"})
 
 #: Modules that, bound to a name by someone else's code (the grader's setup,
 #: a library), are refused as bare names too.
@@ -470,7 +535,9 @@ def _module_allowed(name: str) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _reached_outside(dotted: str) -> str | None:
     """The first module outside the allowed lists that the chain ``dotted``
-    (a module, then attribute names) reaches as Python resolves it, or None.
+    (a module, then attribute names) reaches as Python resolves it, or the
+    first name it reads that :data:`RESTRICTED_MODULES` does not list or
+    that holds one of :data:`DOOR_CLASSES`; None if there is none.
     The modules are the real ones: imported here (library code only, no
     learner's), each step read with getattr while it is a module, so that an
     alias a library holds (``torch.torch``, ``F.torch``, ``plt.np``) leads
@@ -491,6 +558,9 @@ def _reached_outside(dotted: str) -> str | None:
     for part in parts[1:]:
         if _attribute_refused(part):
             return None  # refused by name, elsewhere
+        names = RESTRICTED_MODULES.get(module.__name__)
+        if names is not None and part not in names:
+            return f"{module.__name__}.{part}"
         try:
             value = getattr(module, part)
         except Exception:  # a submodule not imported yet (import a.b imports it)
@@ -503,6 +573,8 @@ def _reached_outside(dotted: str) -> str | None:
                 value = importlib.import_module(name)
             except Exception:
                 return name
+        if type(value).__name__ in DOOR_CLASSES:
+            return f"{module.__name__}.{part}"
         if not isinstance(value, types.ModuleType):
             return None
         if not _module_allowed(value.__name__):
@@ -575,7 +647,6 @@ def screen(cells: Iterable[tuple[int, str]]) -> Finding | None:
         modules=frozenset(
             m.group(1) for _, source in cells if (m := _WRITES_MODULE.match(source))
         ),
-        aliases=_restricted_aliases(trees),
         imported=_imported_names(trees, bindings),
         module_paths=_module_paths(trees, bindings),
     )
@@ -614,7 +685,6 @@ def screen_module(source: str) -> Finding | None:
         return Finding(0, 1, "a module too deep to read")
     known = _Known(
         modules=frozenset(),
-        aliases=_restricted_aliases([tree]),
         imported=_imported_names([tree]),
         module_paths=_module_paths([tree]),
     )
@@ -791,10 +861,9 @@ def _timeit_code(line: str) -> tuple[str | None, str | None]:
 @dataclass(frozen=True)
 class _Known:
     """What the screened cells themselves define: modules written with
-    %%writefile, and names bound to a restricted module."""
+    %%writefile, names bound by imports, and the modules those names hold."""
 
     modules: frozenset[str]
-    aliases: dict[str, str]
     imported: frozenset[str] = frozenset()  # names bound by an import
     # name -> the dotted path it stands for (np -> numpy, nn -> torch.nn)
     module_paths: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -953,19 +1022,6 @@ def _root(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
-def _restricted_aliases(trees: list[ast.AST]) -> dict[str, str]:
-    """The names the cells bind to a module of :data:`RESTRICTED_MODULES`
-    (``import inspect as ins``: {"ins": "inspect"})."""
-    aliases = {}
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name in RESTRICTED_MODULES:
-                        aliases[alias.asname or alias.name] = alias.name
-    return aliases
-
-
 def _module_refused(dotted: str, local: frozenset[str] = frozenset()) -> str | None:
     parts = dotted.split(".")
     if parts[0] in local and len(parts) == 1:
@@ -1063,7 +1119,6 @@ class _Reader:
         self.depth = depth
         self.known = known
         self.local = known.modules
-        self.restricted = known.aliases
         self.parents: dict[int, ast.AST] = {}
         self._scopes: dict[int, tuple[frozenset, frozenset]] = {}
 
@@ -1166,7 +1221,7 @@ class _Reader:
         dotted = ".".join([self.known.module_paths[chain[0]], *chain[1:]])
         outside = _submodule_refused(dotted) or _reached_outside(dotted)
         if outside:
-            return f"{outside}, a module outside the list"
+            return f"{outside}, outside the allowed lists"
         parent = self.parents.get(id(node))
         used_through = isinstance(parent, ast.Attribute) and parent.value is node
         # bound to a plain name, which the screen follows; not to a class's
@@ -1333,7 +1388,10 @@ class _Reader:
                     or (allowed is not None and alias.name not in allowed)
                     or (
                         module not in ALLOWED_FROM
-                        and _submodule_refused(f"{module}.{alias.name}")
+                        and (
+                            _submodule_refused(f"{module}.{alias.name}")
+                            or _reached_outside(f"{module}.{alias.name}")
+                        )
                     )
                 ):
                     return f"from {module} import {alias.name}"
@@ -1363,17 +1421,6 @@ class _Reader:
             refused = self._module_refused_here(node)
             if refused:
                 return refused
-            module = self.restricted.get(node.id)
-            if module is not None and isinstance(node.ctx, ast.Load):
-                parent = self.parents.get(id(node))
-                if not (
-                    isinstance(parent, ast.Attribute)
-                    and parent.attr in RESTRICTED_MODULES[module]
-                ):
-                    attribute = (
-                        f".{parent.attr}" if isinstance(parent, ast.Attribute) else ""
-                    )
-                    return f"{module}{attribute}"
             if node.id in DENIED_NAMES:
                 return f"{node.id}"
             if (
@@ -1422,6 +1469,12 @@ class _Reader:
             and node.value in DENIED_KEYWORDS
         ):  # f(**{"n_jobs": 2}): the keyword as text (the forty-seventh red team)
             return f"{node.value!r}: more workers, text run as code or a pickle"
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.lstrip().startswith("module://")
+        ):  # matplotlib imports a backend named so, by any module name
+            return f"{node.value[:40]!r}: a module named as text"
         elif isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if keyword.arg in DENIED_KEYWORDS:
