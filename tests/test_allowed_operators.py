@@ -25,7 +25,7 @@ from exercise_helpers import (
     write,
 )
 
-from transformer_course.exercises import chapter, runner
+from transformer_course.exercises import chapter, runner, widgets
 from transformer_course.exercises.core import run_exercise
 from transformer_course.grading.grade import grade_notebook
 
@@ -349,6 +349,12 @@ def test_a_tensor_printed_to_debug_is_named_as_such(number, key, printed, shape)
     assert report.score == 0
     assert report.first_hint.startswith("Not checked: " + runner.PRINTED)
     assert "print its shape" in report.first_hint
+    # its rows say "not checked", not "failed": no value was judged
+    shown = widgets.render_report(report)
+    assert 'aria-label="not checked"' in shown
+    assert 'aria-label="failed"' not in shown
+    assert "[----]" in widgets.report_text(report)
+    assert "[FAIL]" not in widgets.report_text(report)
     report, _ = _checked(number, key, honest.replace("\n", f"\n    {shape}\n", 1))
     assert report.score == pytest.approx(exercise.points), report.first_hint
 

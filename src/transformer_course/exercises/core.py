@@ -777,11 +777,15 @@ def as_the_grader_loads(case_lists: list[list[tuple]]) -> list[list[tuple]]:
 
 #: The error of outcomes refused before any call (:func:`screened_out`).
 SCREENED = "ScreenedOut"
+#: How hints begin where no check judged a value: the function never ran (the
+#: screen refused a cell), or it debugged inside itself where the watch cannot
+#: follow. Its rows show "not checked", not "failed".
+NOT_RUN, NOT_CHECKED = "Not run: ", "Not checked: "
 #: Outcome errors that fail a whole exercise, whatever its values.
 DISQUALIFYING = {
     "ForbiddenUse": "Write it yourself: {message}.",
     "CoursePackageUsed": "Don't call the course's own code: {message}.",
-    SCREENED: "Not run: {message}.",
+    SCREENED: NOT_RUN + "{message}.",
 }
 INPUTS_UNCHANGED = "leaves its inputs unchanged"
 
@@ -804,7 +808,7 @@ def report_from_outcomes(
     if disqualified is not None:
         said = DISQUALIFYING[disqualified.error]
         if disqualified.message.startswith(runner.CANNOT_FOLLOW):  # print(x), assert
-            said = "Not checked: {message}."
+            said = NOT_CHECKED + "{message}."
         hint = said.format(message=disqualified.message)
         results = tuple(
             CheckResult(c.name, False, hint, c.kind, c.weight) for c in exercise.checks

@@ -36,6 +36,8 @@ from .core import (
     CHECK_SECONDS,
     FAILED,
     NOT_ATTEMPTED,
+    NOT_CHECKED,
+    NOT_RUN,
     PASSED,
     UNSEEN,
     Exercise,
@@ -87,7 +89,21 @@ _ICONS = {
         'stroke-width="1.8" stroke-dasharray="2.7 1.75"/>',
         "not attempted",
     ),
+    "not checked": _icon(
+        "#8c959f",
+        '<circle cx="8" cy="8" r="8" fill="{color}"/>'
+        '<path d="M4.5 8h7" stroke="#fff" stroke-width="2"/>',
+        "not checked",
+    ),
 }
+
+
+def _not_checked(report: Report) -> bool:
+    """Whether no check of ``report`` judged a value: every one failed for one
+    reason that says the function never ran or could not be followed (a
+    learner round read six red crosses as six mistakes)."""
+    return _one_reason(report).startswith((NOT_RUN, NOT_CHECKED))
+
 
 #: What a widget says where it cannot be shown: after the notebook is reopened or
 #: its kernel restarted, in a viewer without widgets, in a text-only front end.
@@ -199,8 +215,9 @@ def render_report(report: Report) -> str:
     # left-aligned (JupyterLab right-aligns the cells of saved HTML tables),
     # the check's name kept readable beside long hints
     cell = '<td style="text-align: left; vertical-align: top">'
+    failed_icon = _ICONS["not checked" if _not_checked(report) else "failed"]
     rows = "".join(
-        f"<tr>{cell}{_ICONS[PASSED] if r.passed else _ICONS['failed']}</td>"
+        f"<tr>{cell}{_ICONS[PASSED] if r.passed else failed_icon}</td>"
         f'<td style="text-align: left; vertical-align: top; min-width: 12em">'
         f"{html.escape(r.name)}</td>"
         + (f"{cell}{html.escape(hint)}</td>" if hints else "")
@@ -211,7 +228,8 @@ def render_report(report: Report) -> str:
     if reason:
         note += f"<p>{html.escape(reason)}</p>"
     return (
-        f"<b>{_ICONS[report.status]} {title}: {report.passed_count} of "
+        f"<b>{_ICONS['not checked' if _not_checked(report) else report.status]} "
+        f"{title}: {report.passed_count} of "
         f"{len(report.results)} checks passed, {html.escape(points_said(report))}.</b>"
         + note
         + '<table><tr><th></th><th style="text-align: left">check</th>'
@@ -241,8 +259,9 @@ def report_text(report: Report) -> str:
     reason = _one_reason(report)  # said once, not under every check
     if reason:
         lines += textwrap.wrap(reason, TEXT_WIDTH, break_on_hyphens=False)
+    failed = "----" if _not_checked(report) else "FAIL"
     for result, hint in zip(report.results, _hints_once(report), strict=True):
-        said = f"  [{'pass' if result.passed else 'FAIL'}] {result.name}"
+        said = f"  [{'pass' if result.passed else failed}] {result.name}"
         said += f": {hint}" if hint and not reason else ""
         lines += textwrap.wrap(
             said,

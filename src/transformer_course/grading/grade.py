@@ -54,6 +54,9 @@ import nbformat
 from ..exercises import CHAPTERS, screen
 from ..exercises.core import (
     CHECK_SECONDS,
+    FAILED,
+    NOT_CHECKED,
+    NOT_RUN,
     Exercise,
     foundations_note,
     outcome_from_dict,
@@ -549,10 +552,20 @@ def _verdict(exercise: Exercise, job: dict, result) -> ExerciseGrade:
 
 
 def _of_report(exercise: Exercise, report, note: str = "") -> ExerciseGrade:
-    """The grade a report of the course's checks gives, ``note`` after its hint."""
+    """The grade a report of the course's checks gives, ``note`` after its hint:
+    "not run" or "not checked" where no check judged a value (a cell the
+    screen refused, a function that debugs inside itself), not "failed",
+    which an instructor read as wrong answers."""
+    status = report.status
+    if status == FAILED and report.results:
+        hint = report.results[0].hint
+        if hint.startswith(NOT_RUN):
+            status = "not run"
+        elif hint.startswith(NOT_CHECKED):
+            status = "not checked"
     return _grade(
         exercise,
-        report.status,
+        status,
         (report.first_hint + note).strip(),
         report.passed_count,
         report.score,
