@@ -41,6 +41,11 @@ DOORS = {
     "pytest": {"main"},
     "typing": {"get_type_hints", "_eval_type"},
     "threading": {"Thread"},
+    # a module's namespace found by name and written (enum.global_enum
+    # updates sys.modules[cls.__module__].__dict__ with an enum's members,
+    # cls.__module__ given as module=: the forty-eighth red team rebound
+    # copy's globals so); reading sys.modules alone is everywhere
+    "sys": {"modules"},
     "numpy": {"load"},
     "torch": {"load"},
 }
@@ -80,6 +85,14 @@ REVIEWED = {
     "scipy.optimize._optimize.show_options -> builtins.__import__": "imports scipy's "
     "own solver modules to print their documentation",
     "platform._syscmd_ver -> subprocess.check_output": "runs `ver` on Windows only",
+    "dataclasses._process_class -> sys.modules": "reads the class's module's "
+    "globals (to resolve its annotations), writes none",
+    "dataclasses._is_type -> sys.modules": "reads the class's module's "
+    "globals (a ClassVar written as text), writes none",
+    "inspect.get_annotations -> builtins.eval": "only with eval_str=True, a "
+    "keyword refused as written and as text",
+    "inspect._signature_fromstr -> sys.modules": "reads a built-in's module's "
+    "globals to resolve its text signature's defaults, writes none",
     "threading._DummyThread -> threading.Thread": "a record of a thread "
     "that already runs (current_thread), nothing started",
     "asyncio.base_events.BaseEventLoop.shutdown_default_executor"
@@ -91,7 +104,7 @@ REVIEWED = {
 }
 #: Prefixes of the path's door step reviewed as a whole (torch.cuda's device
 #: queries load NVIDIA's and AMD's management libraries by fixed names).
-REVIEWED_LIBRARIES = ("torch.cuda._raw_device_uuid",)
+REVIEWED_LIBRARIES = ("torch.cuda._raw_device_uuid", "torch.cuda._raw_device_count")
 
 
 def _door_ids() -> dict[int, str]:
@@ -102,7 +115,7 @@ def _door_ids() -> dict[int, str]:
         except ImportError:
             continue
         for name in names:
-            if hasattr(module, name):
+            if hasattr(module, name) and module_name != "sys":  # sys: by name
                 found[id(getattr(module, name))] = f"{module_name}.{name}"
     return found
 
@@ -139,6 +152,12 @@ def _function(value) -> types.FunctionType | None:
     return value if isinstance(value, types.FunctionType) else None
 
 
+def _writes_namespaces(code: types.CodeType) -> bool:
+    """Whether ``code`` writes attributes by name or a namespace's dict: with
+    ``sys.modules`` read in the same code, another module's globals."""
+    return "__dict__" in code.co_names or "setattr" in code.co_names
+
+
 class Walk:
     """Reads functions' bytecode for calls to :data:`DOORS`, following the
     Python functions they call (globals, ``module.name``, local imports) up
@@ -150,28 +169,32 @@ class Walk:
         self.doors = _door_ids()
         self.seen: dict[tuple[int, int], list[str] | None] = {}
 
-    def path(self, value, depth: int = DEPTH) -> list[str] | None:
+    def paths(self, value, depth: int = DEPTH) -> list[list[str]]:
+        """Every door ``value`` reaches, each as the path of calls to it (one
+        path per door and the function that calls it: a door found first
+        hides none behind it)."""
         function = _function(value)
         if function is None:
-            return None
+            return []
         key = (id(function.__code__), depth)
         if key in self.seen:
             return self.seen[key]
-        self.seen[key] = None  # a cycle ends here
-        found, callees = self._read(function)
-        if found is None and depth > 0:
+        self.seen[key] = []  # a cycle ends here
+        doors, callees = self._read(function)
+        found = {door: [door] for door in doors}
+        if depth > 0:
             for callee in callees:
-                inner = self.path(callee, depth - 1)
-                if inner:
-                    name = getattr(callee, "__qualname__", type(callee).__name__)
-                    found = [f"{getattr(callee, '__module__', '?')}.{name}", *inner]
-                    break
-        self.seen[key] = found
-        return found
+                name = getattr(callee, "__qualname__", type(callee).__name__)
+                step = f"{getattr(callee, '__module__', '?')}.{name}"
+                for inner in self.paths(callee, depth - 1):
+                    path = [step, *inner]
+                    found.setdefault(" -> ".join(path[-2:]), path)
+        self.seen[key] = list(found.values())
+        return self.seen[key]
 
     def _read(self, function: types.FunctionType):
         namespace = function.__globals__
-        callees = []
+        doors, callees = [], []
         for code in _code_objects(function.__code__):
             local_modules: dict[str, str] = {}
             previous = importing = None
@@ -181,7 +204,7 @@ class Walk:
                     importing = argument
                 elif operation == "IMPORT_FROM" and importing:
                     if argument in DOORS.get(importing, ()):
-                        return [f"{importing}.{argument}"], callees
+                        doors.append(f"{importing}.{argument}")
                     module = sys.modules.get(importing)
                     if module is not None and hasattr(module, argument):
                         callees.append(getattr(module, argument))
@@ -197,8 +220,8 @@ class Walk:
                     else:
                         value = getattr(builtins, argument, None)
                     if value is not None and id(value) in self.doors:
-                        return [self.doors[id(value)]], callees
-                    if isinstance(value, types.FunctionType | type):
+                        doors.append(self.doors[id(value)])
+                    elif isinstance(value, types.FunctionType | type):
                         callees.append(value)
                 if (
                     operation in ("LOAD_ATTR", "LOAD_METHOD")
@@ -212,16 +235,18 @@ class Walk:
                         if isinstance(held, types.ModuleType):
                             module_name = held.__name__
                     if module_name is not None:
-                        if argument in DOORS.get(module_name, ()):
-                            return [f"{module_name}.{argument}"], callees
+                        if argument in DOORS.get(module_name, ()) and (
+                            module_name != "sys" or _writes_namespaces(code)
+                        ):
+                            doors.append(f"{module_name}.{argument}")
                         module = sys.modules.get(module_name)
                         value = getattr(module, argument, None) if module else None
                         if value is not None and id(value) in self.doors:
-                            return [self.doors[id(value)]], callees
-                        if isinstance(value, types.FunctionType | type):
+                            doors.append(self.doors[id(value)])
+                        elif isinstance(value, types.FunctionType | type):
                             callees.append(value)
                 previous = instruction
-        return None, callees
+        return doors, callees
 
 
 def _allowed_modules() -> list[str]:
@@ -292,15 +317,15 @@ def _refused_by_screen(dotted: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def doors() -> dict[str, tuple[object, list[str]]]:
-    """{public path: (object, path to its door)} for every door found."""
+def doors() -> dict[str, tuple[object, list[list[str]]]]:
+    """{public path: (object, its paths to doors)} for every door found."""
     walk = Walk()
     found = {}
     for module_name in _allowed_modules():
         for dotted, value in _public_objects(module_name):
-            path = walk.path(value)
-            if path:
-                found[dotted] = (value, path)
+            paths = walk.paths(value)
+            if paths:
+                found[dotted] = (value, paths)
     return found
 
 
@@ -310,18 +335,21 @@ def test_the_walk_finds_the_doors_red_teams_found_by_hand():
     numpy_testing = importlib.import_module("numpy.testing")
     datasets = importlib.import_module("sklearn.datasets")
     walk = Walk()
-    assert walk.path(numpy_testing.runstring) == ["builtins.exec"]
-    assert walk.path(numpy_testing.rundocs)[-1] == "doctest.DocTestRunner"
-    assert walk.path(datasets.fetch_california_housing)[-1] == "joblib.load"
-    assert walk.path(numpy_testing.assert_allclose) is None
+    assert ["builtins.exec"] in walk.paths(numpy_testing.runstring)
+    ends = [path[-1] for path in walk.paths(numpy_testing.rundocs)]
+    assert "doctest.DocTestRunner" in ends
+    ends = [path[-1] for path in walk.paths(datasets.fetch_california_housing)]
+    assert "joblib.load" in ends
+    assert walk.paths(numpy_testing.assert_allclose) == []
 
 
 def test_every_door_in_the_allowed_libraries_is_refused_or_reviewed(doors):
     assert len(doors) > 20  # the walk reached the libraries (F.pad and others)
     open_doors = {
-        dotted: " -> ".join([_qualified(value), *path])
-        for dotted, (value, path) in doors.items()
-        if not _reviewed(value, path) and not _refused_by_screen(dotted)
+        dotted: [" -> ".join([_qualified(value), *path]) for path in unreviewed]
+        for dotted, (value, paths) in doors.items()
+        if (unreviewed := [path for path in paths if not _reviewed(value, path)])
+        and not _refused_by_screen(dotted)
     }
     assert open_doors == {}
 
@@ -330,7 +358,9 @@ def test_every_reviewed_door_is_still_there(doors):
     """A review of a door the libraries no longer have is dropped, so that
     the list says what is true of the installed versions."""
     tails = {
-        " -> ".join([_qualified(value), *path][-2:]) for value, path in doors.values()
+        " -> ".join([_qualified(value), *path][-2:])
+        for value, paths in doors.values()
+        for path in paths
     }
     assert set(REVIEWED) - tails == set()
 
@@ -350,6 +380,11 @@ def test_the_doors_found_by_this_walk_are_refused():
         "import sklearn.datasets as d\nd.fetch_covtype(download_if_missing=False)\n",
         "import tqdm\ntqdm.main(argv=['--manpath', '.'])\n",
         "import torch\ntorch.utils.swap_tensors(a, b)\n",
+        # the forty-eighth red team's write into copy's globals, and its
+        # spellings (re holds enum)
+        "import enum\nenum.global_enum(Hook)\n",
+        "from enum import Enum, global_enum\n",
+        "import re\nre.enum.global_enum(Hook)\n",
         "import matplotlib\nmatplotlib.use('module://answer')\n",
         "import torch\ntorch.nn.DataParallel(model).parallel_apply(m, x)\n",
         "import torch\ntorch.cuda.CUDAPluggableAllocator('libc.so.6', 'a', 'b')\n",

@@ -2297,3 +2297,38 @@ def test_a_runner_function_given_other_code_is_noticed():
     assert runner._intact()
     (outcome,) = runner.call_cases(lambda x: torch.softmax(x, -1), softmax, ["softmax"])
     assert outcome["error"] == "ForbiddenUse"  # the watch itself, again
+
+
+def test_a_global_rebound_under_a_function_the_runner_relies_on_is_noticed():
+    """The forty-eighth red team rebound copy._keep_alive (through
+    enum.global_enum, now refused by the screen) to a hook of its own, which
+    copy.deepcopy of the checks' inputs called before the watch started: the
+    hook computed the answer with torch.softmax and the watched function
+    returned it. The runner compares the globals its functions, and those it
+    relies on, read: a call made then is refused; and a constant of the
+    runner's own (STOP_CALLS, which the same write emptied) too."""
+    import copy
+
+    import torch
+
+    from transformer_course.exercises import runner
+
+    softmax = [(torch.zeros(2, 3),)]
+    original = copy._keep_alive
+    try:
+        copy._keep_alive = lambda x, memo: None
+        assert not runner._intact()
+        (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
+        assert outcome["error"] == "ForbiddenUse"
+    finally:
+        copy._keep_alive = original
+    assert runner._intact()
+    stop = runner.STOP_CALLS
+    try:
+        runner.STOP_CALLS = [True]
+        assert not runner._intact()
+    finally:
+        runner.STOP_CALLS = stop
+    assert runner._intact()
+    (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
+    assert outcome["error"] is None, outcome

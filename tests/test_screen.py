@@ -25,6 +25,13 @@ NOTEBOOKS = sorted((ROOT / "exercises").glob("*.ipynb")) + sorted(
 )
 
 REFUSED = {
+    # a module handed on, not only looked at: getattr of a module (whose
+    # chains the screen would no longer follow), print to a file, a dunder
+    "getattr of a submodule": "import numpy as np\nm = getattr(np, 'testing')",
+    "a module printed to a file": "import numpy as np\nprint(np, file=f)",
+    "hasattr of a dunder": "import torch\nok = hasattr(torch, '__dict__')",
+    "global_enum": "import enum\nenum.global_enum(Hook)",
+    "global_enum through re": "import re\nre.enum.global_enum(Hook)",
     # the forty-seventh red team: a pickle written as a data file, which
     # scikit-learn's loader unpickled from its data home; workers by **dict
     "a data file written with %%writefile": (
@@ -222,6 +229,16 @@ REFUSED = {
 }
 
 ALLOWED = {
+    # a module only looked at (the forty-eighth red team's false refusals)
+    "a device check": (
+        "import torch\ndevice = 'mps' if hasattr(torch.backends, 'mps') and "
+        "torch.backends.mps.is_available() else 'cpu'"
+    ),
+    "help of a module": "import torch.nn.functional as F\nhelp(F)",
+    "a module printed": "import numpy as np\nprint(np)",
+    "dir of a module": "import torch\nnames = dir(torch.linalg)",
+    "getattr of a function": "import torch.nn.functional as F\ng = getattr(F, 'gelu')",
+    "hasattr of a refused name": "import torch\nok = hasattr(torch, 'compile')",
     # modules an answer uses, through the allowed submodules and aliases
     "torch.nn as an alias": "import torch\nnn = torch.nn\nlayer = nn.Linear(2, 2)",
     "a module as a default": "import torch\ndef f(x, lib=torch):\n    return lib.zeros(2)",

@@ -2326,10 +2326,42 @@ def _made_of(value: object) -> tuple:
                 cells.append(cell.cell_contents)
             except ValueError:  # an empty cell
                 cells.append(_MISSING)
+        # ... and the module globals its code reads, by identity: a cell that
+        # rebinds one (copy._keep_alive, which deepcopy of the inputs calls
+        # before the watch: the forty-eighth red team, through
+        # enum.global_enum) changes what the function does. All of this
+        # module's, which never rebinds its own; of a library's, the code it
+        # calls (functions, classes, modules), not the state it keeps and
+        # rebinds as it runs (torch.serialization's set of safe globals)
+        namespace = function.__globals__
+        own = namespace is globals()
+        for name in _names_read(function.__code__):
+            value = namespace.get(name, _MISSING)
+            if (own and not name.startswith(_RECORDS)) or (
+                not own and (callable(value) or isinstance(value, types.ModuleType))
+            ):
+                cells.append(value)
         made.append(
             (function.__code__, function.__defaults__, function.__kwdefaults__, cells)
         )
     return tuple(made)
+
+
+#: The runner's own records of itself (:data:`_PRISTINE` and the others),
+#: bound after they are taken, so left out of the globals a function reads.
+_RECORDS = "_PRISTINE"
+
+
+@functools.cache
+def _names_read(code: types.CodeType) -> tuple[str, ...]:
+    """The names ``code`` and the code nested in it read (globals among
+    them; attribute names too, which a module's globals may not hold)."""
+    names, todo = set(), [code]
+    while todo:
+        inner = todo.pop()
+        names.update(inner.co_names)
+        todo += [c for c in inner.co_consts if isinstance(c, types.CodeType)]
+    return tuple(sorted(names))
 
 
 def _same_made(a: tuple, b: tuple) -> bool:

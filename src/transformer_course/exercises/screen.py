@@ -140,6 +140,11 @@ DENIED_ATTRIBUTES = frozenset(
         "write_array",
         "get_data_home",
         "register_package",
+        # another module's globals written: enum.global_enum updates the
+        # namespace of the module an enum names (module="copy": the
+        # forty-eighth red team rebound copy._keep_alive, which deepcopy of
+        # the checks' inputs calls before the watch starts)
+        "global_enum",
         # setattr with names as strings: functools copies attributes by name
         # onto any object (the thirty-ninth red team set a tensor's
         # __deepcopy__, and a class attribute of torch.Tensor, so)
@@ -1240,9 +1245,42 @@ class _Reader:
             )
             and not isinstance(self.parents.get(id(parent)), ast.ClassDef)
         ) or isinstance(parent, ast.arguments)
-        if not used_through and not bound and _is_module(dotted):
+        if (
+            not used_through
+            and not bound
+            and not self._only_looked_at(node, dotted)
+            and _is_module(dotted)
+        ):
             return f"the module {'.'.join(chain)} passed on as a value"
         return None
+
+    def _only_looked_at(self, node: ast.AST, dotted: str) -> bool:
+        """Whether the module ``node`` (``dotted``) is only looked at, which
+        hands nothing on: printed, its help or ``dir`` shown, one of its names
+        tested (``hasattr(torch.backends, "mps")``, a device check the
+        forty-eighth red team found refused), or a name read that is no
+        module and that the chain rules allow (``getattr(F, "gelu")``)."""
+        call = self.parents.get(id(node))
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+            return False
+        if call.keywords or not call.args or call.args[0] is not node:
+            return False
+        name = call.func.id
+        if name in ("print", "help", "dir"):
+            return len(call.args) == 1
+        if name not in ("hasattr", "getattr") or len(call.args) != 2:
+            return False
+        attribute = call.args[1]
+        if not (
+            isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)
+        ):
+            return False
+        if name == "hasattr":  # a yes or a no: any name but a special one
+            return not attribute.value.startswith("__")
+        inner = f"{dotted}.{attribute.value}"
+        if _attribute_refused(attribute.value) or _submodule_refused(inner):
+            return False
+        return not _reached_outside(inner) and not _is_module(inner)
 
     def first(self, tree: ast.AST) -> tuple[int, str] | None:
         self.parents = {
