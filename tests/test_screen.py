@@ -32,6 +32,7 @@ REFUSED = {
     "hasattr of a dunder": "import torch\nok = hasattr(torch, '__dict__')",
     "global_enum": "import enum\nenum.global_enum(Hook)",
     "global_enum through re": "import re\nre.enum.global_enum(Hook)",
+    "copy's dispatch table": "import copy\ncopy.dispatch_table[int] = hook",
     # the forty-seventh red team: a pickle written as a data file, which
     # scikit-learn's loader unpickled from its data home; workers by **dict
     "a data file written with %%writefile": (

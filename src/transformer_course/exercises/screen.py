@@ -145,6 +145,10 @@ DENIED_ATTRIBUTES = frozenset(
         # forty-eighth red team rebound copy._keep_alive, which deepcopy of
         # the checks' inputs calls before the watch starts)
         "global_enum",
+        # copyreg's table of how to copy a type (copy.dispatch_table): a
+        # function put there runs when the checks copy their inputs, before
+        # the watch starts
+        "dispatch_table",
         # setattr with names as strings: functools copies attributes by name
         # onto any object (the thirty-ninth red team set a tensor's
         # __deepcopy__, and a class attribute of torch.Tensor, so)
