@@ -59,10 +59,16 @@ REVIEWED = {
     "collections.namedtuple -> builtins.eval": "evaluates code it builds from "
     "field names it has checked are identifiers",
     "dataclasses._create_fn -> builtins.exec": "runs code built from the "
-    "class's field names (identifiers) and its own templates",
-    "inspect._signature_fromstr -> builtins.eval": "reads a built-in "
-    "function's __text_signature__, which an answer cannot set (binding "
-    "dunders is refused)",
+    "class's annotation names, which it does not check: identifiers where a "
+    "class statement wrote them, any text where a TypedDict did (its "
+    "functional form takes any string as a key, and its subclasses inherit "
+    "them; the forty-ninth red team ran a module through a key), so "
+    "TypedDict is refused",
+    "inspect._signature_fromstr -> builtins.eval": "evaluates the dotted "
+    "names among the defaults of a text signature (a class's docstring "
+    "'C(a=x.y)\\n--\\n\\n' sets one: the forty-ninth red team) and keeps "
+    "only constants: attribute reads, no calls of the learner's choosing "
+    "(__getattr__ and properties of its own are code the screen read)",
     "ast.parse -> builtins.compile": "parses text into a tree; nothing runs",
     "typing.ForwardRef -> builtins.compile": "compiles an annotation's text "
     "without running it (get_type_hints, which runs it, is refused)",
@@ -380,6 +386,11 @@ def test_the_doors_found_by_this_walk_are_refused():
         "import sklearn.datasets as d\nd.fetch_covtype(download_if_missing=False)\n",
         "import tqdm\ntqdm.main(argv=['--manpath', '.'])\n",
         "import torch\ntorch.utils.swap_tensors(a, b)\n",
+        # the forty-ninth red team's text run as code: a TypedDict key that
+        # dataclasses pastes into the code it runs
+        "import typing, dataclasses\n"
+        "dataclasses.dataclass(typing.TypedDict('R', {K: int}), init=False)\n",
+        "from typing import TypedDict\nclass Row(TypedDict):\n    a: int\n",
         # the forty-eighth red team's write into copy's globals, and its
         # spellings (re holds enum)
         "import enum\nenum.global_enum(Hook)\n",

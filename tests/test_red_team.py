@@ -2332,3 +2332,32 @@ def test_a_global_rebound_under_a_function_the_runner_relies_on_is_noticed():
     assert runner._intact()
     (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
     assert outcome["error"] is None, outcome
+
+
+def test_copys_tables_changed_in_place_are_noticed():
+    """The forty-ninth red team ran code past the screen (a TypedDict key that
+    dataclasses pasted into the code it ran; TypedDict is now refused) and
+    with it replaced copy._deepcopy_dispatch[tuple], a dictionary changed in
+    place, which no rebinding shows: deepcopy of each case's inputs, before
+    the watch, called its hook, which computed the answer with
+    torch.softmax. The runner compares copy's tables entry by entry."""
+    import copy
+
+    import torch
+
+    from transformer_course.exercises import runner
+
+    softmax = [(torch.zeros(2, 3),)]
+    original = copy._deepcopy_dispatch[tuple]
+    try:
+        copy._deepcopy_dispatch[tuple] = lambda x, memo, deepcopy: original(
+            x, memo, deepcopy
+        )
+        assert not runner._intact()
+        (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
+        assert outcome["error"] == "ForbiddenUse"
+    finally:
+        copy._deepcopy_dispatch[tuple] = original
+    assert runner._intact()
+    (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
+    assert outcome["error"] is None, outcome

@@ -2392,6 +2392,12 @@ def _same_made(a: tuple, b: tuple) -> bool:
     return True
 
 
+def _copy_tables() -> tuple[dict, dict]:
+    """copy's own tables of how to (deep) copy a type, which the runner's
+    copies of the inputs read: dictionaries, changed in place, not rebound."""
+    return copy._deepcopy_dispatch, copy._copy_dispatch
+
+
 def _forbidden_now() -> tuple:
     """The forbidden keys and names, and the operators each key allows, by
     value (a cell could empty the dict, or add to what is allowed)."""
@@ -2445,6 +2451,15 @@ def _intact() -> bool:
             return False
     except Exception:  # a patched attribute that breaks the reading itself
         return False
+    # nor an entry of copy's tables of how to copy each type, changed in
+    # place: deepcopy of the inputs, before the watch, calls it (the
+    # forty-ninth red team put a hook there for tuples, which computed the
+    # answer with the forbidden function)
+    for table, before in zip(_copy_tables(), _PRISTINE_TABLES, strict=True):
+        if table.keys() != before.keys() or any(
+            table[key] is not value for key, value in before.items()
+        ):
+            return False
     # nor a deserializer a cell registered with torch: it sees what torch.load
     # reads (the twenty-sixth red team computed the answers from the cases there)
     from torch import serialization
@@ -3445,6 +3460,7 @@ _PRISTINE_RELIED = _relied_on()
 _PRISTINE_MADE = {k: _made_of(v) for k, v in _PRISTINE.items()}
 _PRISTINE_RELIED_MADE = {k: _made_of(v) for k, v in _PRISTINE_RELIED.items()}
 _PRISTINE_REGISTRY = tuple(torch.serialization._package_registry)
+_PRISTINE_TABLES = tuple(dict(table) for table in _copy_tables())
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -145,6 +145,11 @@ DENIED_ATTRIBUTES = frozenset(
         # forty-eighth red team rebound copy._keep_alive, which deepcopy of
         # the checks' inputs calls before the watch starts)
         "global_enum",
+        # a class whose annotations hold any text as a key: TypedDict's
+        # functional form takes any string, and its subclasses inherit them;
+        # dataclasses then pastes each key into the code it runs (the
+        # forty-ninth red team ran a whole module so)
+        "TypedDict",
         # copyreg's table of how to copy a type (copy.dispatch_table): a
         # function put there runs when the checks copy their inputs, before
         # the watch starts
