@@ -1048,3 +1048,39 @@ def test_what_is_freed_after_the_calls_is_watched():
 
     outcome = one(cheat, forbidden=("softmax",))
     assert outcome["error"] == "ForbiddenUse", outcome
+
+
+def test_the_runner_copies_the_inputs_itself():
+    """The inputs are copied by the runner's own code, not by copy.deepcopy,
+    whose tables and hooks a cell can reach (three red teams ran code of
+    theirs there, before the watch, inputs in hand): the copy keeps what a
+    deep copy keeps (types, strides, requires_grad, an object met twice
+    copied once) and shares nothing that can change."""
+    import numpy as np
+
+    from transformer_course.exercises import runner
+
+    assert "deepcopy" not in runner._call_cases.__code__.co_names
+    x = torch.randn(3, 4).t()  # a transposed view: its strides kept
+    weight = torch.nn.Parameter(torch.ones(2))
+    leaf = torch.zeros(2, requires_grad=True)
+    array = np.arange(3.0)
+    case = (x, {"w": weight, "again": x}, [leaf, array], 3, "text", torch.float64)
+    twin = runner._copied(case)
+    assert twin[0].stride() == x.stride()
+    assert torch.equal(twin[0], x)
+    assert twin[0].data_ptr() != x.data_ptr()
+    assert twin[1]["again"] is twin[0]  # met twice, copied once
+    assert type(twin[1]["w"]) is torch.nn.Parameter
+    assert twin[1]["w"].requires_grad
+    assert twin[2][0].requires_grad
+    assert twin[2][0].is_leaf
+    twin[2][1][0] = 7.0
+    assert array[0] == 0.0  # the array was copied
+    assert twin[3:] == (3, "text", torch.float64)
+
+    class Own:
+        pass
+
+    with pytest.raises(TypeError, match="a case holds a Own"):
+        runner._copied((Own(),))
