@@ -73,8 +73,10 @@ REVIEWED = {
     "typing.ForwardRef -> builtins.compile": "compiles an annotation's text "
     "without running it (get_type_hints, which runs it, is refused)",
     "matplotlib.pyplot.figure -> importlib.import_module": "imports the "
-    "backend named in rcParams: an import, no handle to the module; a "
-    "'module://' name is refused as text, so only matplotlib's own backends",
+    "backend named in rcParams: 'module://name' imports any module by name "
+    "(refused where written as text, not where built from pieces), which "
+    "runs only that module's import and hands the learner no handle to it; "
+    "pyplot then needs its FigureCanvas, which only backends define",
     "torch.nn.functional.pad -> importlib.import_module": "imports a fixed "
     "module (torch's own)",
     "torch.nn.functional.interpolate -> importlib.import_module": "imports a "
