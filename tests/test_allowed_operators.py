@@ -355,6 +355,9 @@ def test_a_tensor_printed_to_debug_is_named_as_such(number, key, printed, shape)
     assert 'aria-label="failed"' not in shown
     assert "[----]" in widgets.report_text(report)
     assert "[FAIL]" not in widgets.report_text(report)
+    said = " ".join(widgets.report_text(report).split())  # unwrapped
+    assert ": not checked, none of its points." in said
+    assert "0 of" not in shown
     report, _ = _checked(number, key, honest.replace("\n", f"\n    {shape}\n", 1))
     assert report.score == pytest.approx(exercise.points), report.first_hint
 

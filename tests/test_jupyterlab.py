@@ -263,7 +263,7 @@ def test_a_learner_works_through_the_notebook(page, lab):
     # the old kernel's buttons do nothing now: the check and the quiz say so
     gone = check_output(page, "build_char_vocab").locator(".tc-kernel-gone")
     sync_api.expect(gone).to_be_visible(timeout=WAIT)
-    sync_api.expect(gone).to_contain_text("run this cell again")
+    sync_api.expect(gone).to_contain_text("run the notebook's cells again")
     sync_api.expect(
         quiz(page, "quiz_layout").locator(".tc-kernel-gone")
     ).to_be_visible()

@@ -262,4 +262,18 @@ def test_a_saved_quiz_is_a_picture_of_itself():
     assert "<script" not in html_text
     assert '<input disabled type="radio"' in html_text
     assert '<button disabled type="submit">' in html_text
-    assert "Run this cell to answer it" in html_text
+    assert "To answer it, run the notebook's cells from the top" in html_text
+
+
+def test_a_saved_quizs_chapter_link_opens_the_chapter_notebook():
+    """A quiz saved as shown keeps its links; one to an equation on the book's
+    site (../book/06_gpt.html#eq-6-3, no such file in JupyterLab: a learner
+    round got a 404) points at the chapter's notebook, as the notebook's own
+    Markdown links do. Links elsewhere are left alone."""
+    saved = lab_settings._inert(
+        '<a href="../book/06_gpt.html#eq-6-3">eq. (6.3)</a> '
+        '<a href="https://arxiv.org/abs/2304.10557">Turner</a>'
+    )
+    assert 'href="../book/06_gpt.ipynb"' in saved
+    assert ".html" not in saved.split("arxiv")[0]
+    assert 'href="https://arxiv.org/abs/2304.10557"' in saved

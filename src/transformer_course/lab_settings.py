@@ -72,23 +72,32 @@ COURSE_CLASSES = DRAWN_FROM_STATE | {"tc-widget-quiz"}
 #: answered clicks and rewrote the saved progress table, while the answers the
 #: course keeps (answers.json, the kernel) knew nothing of it.
 QUIZ_NOTE = (
-    '<p class="tc-needs-kernel"><i>Saved quiz. Run this cell to answer it: that '
-    "needs the notebook's running kernel.</i></p>"
+    '<p class="tc-needs-kernel"><i>Saved quiz. To answer it, run the notebook\'s '
+    "cells from the top (Run ▸ Run All Cells): it needs the notebook's running "
+    "kernel, and this cell needs the cells above it. Answers you gave before "
+    "come back.</i></p>"
 )
 
 
 def _inert(html_text: str) -> str:
     """``html_text`` without its scripts, and its controls disabled (a form
-    with no script to stop it would send the page away)."""
+    with no script to stop it would send the page away); a link to a chapter's
+    page on the book's site (``../book/06_gpt.html#eq-6-3``, which JupyterLab
+    does not have: a learner round got a 404) points at the chapter's
+    notebook, as the notebook's own links do."""
     html_text = re.sub(r"<script\b.*?</script\s*>", "", html_text, flags=re.S | re.I)
+    html_text = re.sub(
+        r'href="(\.\./book/[\w-]+)\.html(#[^"]*)?"', r'href="\1.ipynb"', html_text
+    )
     return re.sub(
         r"<(input|button|select|textarea)\b", r"<\1 disabled", html_text, flags=re.I
     )
 
 
 SAVED_NOTE = (
-    '<p class="tc-needs-kernel"><i>Saved results. Run this cell to check '
-    "again: that needs the notebook's running kernel.</i></p>"
+    '<p class="tc-needs-kernel"><i>Saved results. To check again, run the '
+    "notebook's cells from the top (Run ▸ Run All Cells): checking needs the "
+    "notebook's running kernel, and this cell needs the cells above it.</i></p>"
 )
 
 

@@ -485,8 +485,8 @@ USUAL_ERRORS = (
     ),
     (
         r"view size is not compatible with input tensor",
-        "After a transpose or permute the tensor's memory is not in order: use "
-        ".reshape(...) instead of .view(...).",
+        "After a transpose, a permute or a slice (x[:, :-1]) the tensor's "
+        "memory is not in order: use .reshape(...) instead of .view(...).",
     ),
     (
         r"to have the same dtype|expected scalar type|same dtype",
@@ -836,6 +836,10 @@ def report_from_outcomes(
             f"{first.message[:200]}): this is checked once it returns results."
             + (f" {plain}" if plain else "")
         )
+        # ... said as the value checks say it, where one does, so that it
+        # reads once ("the same as above"), not three times in other words
+        # (a learner round's wall of text)
+        hint = next((r.hint for r in results if r.kind != PROPERTY and r.hint), hint)
         results = tuple(
             CheckResult(r.name, False, hint, r.kind, r.weight)
             if r.kind == PROPERTY

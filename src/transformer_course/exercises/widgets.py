@@ -98,6 +98,15 @@ _ICONS = {
 }
 
 
+def _tally(report: Report) -> str:
+    """ "4 of 6 checks passed", or "not checked" where no check judged a value
+    (a learner round read "0 of 6 checks passed" above six grey marks as six
+    failures)."""
+    if _not_checked(report):
+        return "not checked"
+    return f"{report.passed_count} of {len(report.results)} checks passed"
+
+
 def _not_checked(report: Report) -> bool:
     """Whether no check of ``report`` judged a value: every one failed for one
     reason that says the function never ran or could not be followed (a
@@ -107,7 +116,10 @@ def _not_checked(report: Report) -> bool:
 
 #: What a widget says where it cannot be shown: after the notebook is reopened or
 #: its kernel restarted, in a viewer without widgets, in a text-only front end.
-RERUN = "(Run this cell to use it: it needs the notebook's running kernel.)"
+RERUN = (
+    "(Run the notebook's cells from the top to use it, Run ▸ Run All Cells: "
+    "it needs the notebook's running kernel and the cells above it.)"
+)
 
 
 #: Shown only while the kernel that drew a check or quiz is gone: JupyterLab
@@ -122,8 +134,8 @@ KERNEL_GONE = (
     ":is(.tc-widget-check,.tc-widget-quiz,.tc-widget-progress) "
     ".jupyter-widgets-disconnected::before{display:none}</style>"
     '<p class="tc-kernel-gone">The kernel that ran this cell has restarted or '
-    "stopped, so these buttons do nothing now: run this cell again to use them."
-    "</p>"
+    "stopped, so these buttons do nothing now: run the notebook's cells again "
+    "(Run ▸ Run All Cells) to use them.</p>"
 )
 
 
@@ -229,8 +241,7 @@ def render_report(report: Report) -> str:
         note += f"<p>{html.escape(reason)}</p>"
     return (
         f"<b>{_ICONS['not checked' if _not_checked(report) else report.status]} "
-        f"{title}: {report.passed_count} of "
-        f"{len(report.results)} checks passed, {html.escape(points_said(report))}.</b>"
+        f"{title}: {_tally(report)}, {html.escape(points_said(report))}.</b>"
         + note
         + '<table><tr><th></th><th style="text-align: left">check</th>'
         + ('<th style="text-align: left">hint</th>' if hints else "")
@@ -249,10 +260,7 @@ def report_text(report: Report) -> str:
     title = report.exercise.title
     if report.status == NOT_ATTEMPTED:
         return f"{title}: not attempted."
-    head = (
-        f"{title}: {report.passed_count} of {len(report.results)} checks passed, "
-        f"{points_said(report)}."
-    )
+    head = f"{title}: {_tally(report)}, {points_said(report)}."
     lines = textwrap.wrap(head, TEXT_WIDTH, break_on_hyphens=False)
     if report.note:
         lines += textwrap.wrap(report.note, TEXT_WIDTH, break_on_hyphens=False)
@@ -277,7 +285,7 @@ def report_text(report: Report) -> str:
 #: no kernel runs the "Check again" button.
 NEEDS_KERNEL = (
     '<p class="tc-needs-kernel"><i>To check your answers, run this notebook: in '
-    "Jupyter, run this cell again; from the book's page, open it on Colab or Binder "
+    "Jupyter, run its cells from the top; from the book's page, open it on Colab or Binder "
     "with the launch button (the rocket) at the top.</i></p>"
 )
 
@@ -366,7 +374,7 @@ def check_widget(
         icon="check",
         # a button drawn before a kernel restart no longer reaches the kernel
         tooltip="Checks your current definition in the running kernel; after a "
-        "restart, run this cell again first",
+        "restart, run the notebook's cells again first (Run All Cells)",
     )
     box = CheckBox([results, button, _kernel_gone_note()])
     box.add_class("tc-widget-check")  # saved as shown (lab_settings.saved_as_shown)
