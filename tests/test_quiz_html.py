@@ -228,6 +228,7 @@ NEAR_PAIRS = [
     (1e6 * 3.5, 3.5),
     (33.55, 32),  # MB where MiB was asked
     (30.52, 32),  # MiB where MB was asked
+    (6.5, 6.2832),  # within 10 % of an answer that is no whole number
 ]
 
 
@@ -240,6 +241,7 @@ def test_a_near_miss_gets_the_same_hint_on_the_page_and_in_the_notebook():
     assert match, "nearMiss not found in the page's script"
     data = {
         "near": qh.NEAR,
+        "near_whole": qh.NEAR_WHOLE,
         "mebi": qh.MEBI,
         "units": qh.UNITS,
         "times": qh.TIMES,
@@ -258,7 +260,10 @@ def test_a_near_miss_gets_the_same_hint_on_the_page_and_in_the_notebook():
     )
     expected = [qh.near_miss(value, answer) for value, answer in NEAR_PAIRS]
     assert json.loads(result.stdout) == expected
-    assert expected[0] == qh.NEAR
+    assert expected[0] == qh.NEAR_WHOLE  # a count: no advice about decimals
+    assert expected[-1] == qh.NEAR
+    assert "decimals" in qh.NEAR
+    assert "decimals" not in qh.NEAR_WHOLE
     assert expected[1] == ""
     assert expected[2] == qh.TIMES.format(base=2)
     assert expected[3] == qh.FRACTION.format(base=2)
@@ -285,4 +290,4 @@ def test_megabytes_for_mebibytes_are_named_as_such():
     """A near miss by 2^20 / 10^6 is the units, not a term forgotten."""
     assert qh.near_miss(33.55, 32) == qh.UNITS
     assert qh.near_miss(30.52, 32) == qh.UNITS
-    assert qh.near_miss(33.0, 32) == qh.NEAR
+    assert qh.near_miss(33.0, 32) == qh.NEAR_WHOLE

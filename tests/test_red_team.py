@@ -2361,3 +2361,44 @@ def test_copys_tables_changed_in_place_are_noticed():
     assert runner._intact()
     (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
     assert outcome["error"] is None, outcome
+
+
+def test_a_warning_filter_of_the_learners_is_refused_and_taken_out():
+    """The fiftieth red team put a filter into warnings.filters whose action
+    was a str subclass with an __eq__ of its own: every warning compares the
+    filters, and the runner's own kernel replacement warns, so that __eq__
+    ran after the call, where nothing watched, and filled the blank result
+    the function had returned with torch.softmax (full marks in chapters 1,
+    2, 3, 4 and 6). A filter of anything but plain values refuses the call,
+    and one left by the call itself is taken out before the watch is lifted."""
+    import warnings
+
+    import torch
+
+    from transformer_course.exercises import runner
+
+    class Act(str):
+        def __eq__(self, other):
+            return False
+
+        __hash__ = str.__hash__
+
+    softmax = [(torch.zeros(2, 3),)]
+    with warnings.catch_warnings():
+        warnings.filters.insert(0, (Act("ignore"), None, Warning, None, 0))
+        assert not runner._intact()
+        (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
+        assert outcome["error"] == "ForbiddenUse"
+    assert runner._intact()
+
+    def leaves_a_filter(x):  # the filter put in during the call
+        warnings.filters.insert(0, (Act("ignore"), None, Warning, None, 0))
+        return x.exp()
+
+    with warnings.catch_warnings():
+        (outcome,) = runner.call_cases(leaves_a_filter, softmax, ["softmax"])
+        assert outcome["error"] == "ForbiddenUse"
+        assert all(type(entry[0]) is str for entry in warnings.filters)
+    assert runner._intact()
+    (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
+    assert outcome["error"] is None, outcome

@@ -33,6 +33,7 @@ REFUSED = {
     "global_enum": "import enum\nenum.global_enum(Hook)",
     "global_enum through re": "import re\nre.enum.global_enum(Hook)",
     "copy's dispatch table": "import copy\ncopy.dispatch_table[int] = hook",
+    "warnings.filters": "import warnings\nwarnings.filters.insert(0, entry)",
     # the forty-seventh red team: a pickle written as a data file, which
     # scikit-learn's loader unpickled from its data home; workers by **dict
     "a data file written with %%writefile": (
@@ -240,6 +241,10 @@ ALLOWED = {
     "dir of a module": "import torch\nnames = dir(torch.linalg)",
     "getattr of a function": "import torch.nn.functional as F\ng = getattr(F, 'gelu')",
     "hasattr of a refused name": "import torch\nok = hasattr(torch, 'compile')",
+    "warnings as learners use them": (
+        "import warnings\nwith warnings.catch_warnings():\n"
+        "    warnings.simplefilter('ignore')\n    warnings.warn('x')"
+    ),
     # modules an answer uses, through the allowed submodules and aliases
     "torch.nn as an alias": "import torch\nnn = torch.nn\nlayer = nn.Linear(2, 2)",
     "a module as a default": "import torch\ndef f(x, lib=torch):\n    return lib.zeros(2)",

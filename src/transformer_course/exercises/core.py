@@ -461,8 +461,9 @@ USUAL_ERRORS = (
     (
         r"shapes cannot be multiplied|Expected size for first two dimensions",
         "In a @ b, a's last size must equal b's second-to-last: print both "
-        "shapes to see which is off. A usual cause: .T on a batched tensor "
-        "reverses every dimension (swap the last two: .transpose(-2, -1)).",
+        "shapes to see which is off. Usual causes: a weight not transposed "
+        "(x @ W.T), or .T on a batched tensor, which reverses every dimension "
+        "(swap the last two: .transpose(-2, -1)).",
     ),
     (
         r"Expected target size|to match target batch_size",

@@ -60,6 +60,11 @@ NEAR = (
     "Close: within 10 % of the answer. Check the count (a term or a step too "
     "many or too few, a bias), and give more decimals if you rounded."
 )
+#: The same for a whole-number answer (a count), where decimals are no advice.
+NEAR_WHOLE = (
+    "Close: within 10 % of the answer. Check the count: a term or a step too "
+    "many or too few, a bias, a first or last item."
+)
 # The factor itself is not named (dividing by it would give the answer away,
 # and the first try is what counts): only whether it is a power of 2 or of 10.
 TIMES = (
@@ -93,7 +98,7 @@ def near_miss(value: float, answer: float) -> str:
     if abs(ratio / MEBI - 1) <= 1e-3 or abs(ratio * MEBI - 1) <= 1e-3:
         return UNITS
     if abs(ratio - 1) <= 0.1:
-        return NEAR
+        return NEAR_WHOLE if float(answer).is_integer() else NEAR
     for factor in FACTORS:
         if abs(ratio / factor - 1) <= 1e-3:
             return TIMES.format(base=_base(factor))
@@ -212,7 +217,9 @@ _SCRIPT = """\
       var ratio = value / answer;
       if (Math.abs(ratio / data.mebi - 1) <= 1e-3 ||
           Math.abs(ratio * data.mebi - 1) <= 1e-3) return data.units;
-      if (Math.abs(ratio - 1) <= 0.1) return data.near;
+      if (Math.abs(ratio - 1) <= 0.1) {
+        return Number.isInteger(answer) ? data.near_whole : data.near;
+      }
       for (var i = 0; i < data.factors.length; i++) {
         var factor = data.factors[i];
         if (Math.abs(ratio / factor - 1) <= 1e-3) {
@@ -430,6 +437,7 @@ def number_quiz_html(
         "unit": unit,
         "in_unit": IN_THE_UNIT.replace("{unit}", unit),
         "near": NEAR,
+        "near_whole": NEAR_WHOLE,
         "mebi": MEBI,
         "units": UNITS,
         "times": TIMES,

@@ -2232,7 +2232,9 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
 @contextlib.contextmanager
 def _watching(watch: _Watch, forbidden: Sequence[str]):
     """The watch on: the profile hook always; where something is forbidden, the
-    function and dispatch modes and the forbidden operators' kernels too."""
+    function and dispatch modes and the forbidden operators' kernels too. A
+    warning filter of the learner's left by the call is taken out before the
+    watch is lifted (see :func:`_plain_filters`)."""
     if forbidden:
         functions, operators = watch.modes()
         watch.classes = _class_snapshot()
@@ -2241,6 +2243,9 @@ def _watching(watch: _Watch, forbidden: Sequence[str]):
             try:
                 yield
             finally:
+                if not _plain_filters():
+                    watch.hits.append("escape")
+                    _drop_filters()
                 watch.moded = False
     else:
         with watch.profiled():
@@ -2434,6 +2439,50 @@ def _same_made(a: tuple, b: tuple) -> bool:
     return True
 
 
+_PATTERN = type(re.compile(""))
+
+
+def _plain_filters() -> bool:
+    """Whether every entry of ``warnings.filters`` is made of plain values (an
+    action string, patterns or strings, a class, a line number). A warning, the
+    runner's own included (torch warns as the watch replaces its kernels),
+    compares each entry with what it matches, which runs the methods of an
+    object of the learner's there (``__eq__`` of a ``str`` subclass, a
+    pattern's ``match``) where nothing watches: the fiftieth red team filled
+    a blank result so with torch.softmax, after the call and before it was
+    read."""
+    filters = warnings.filters
+    if type(filters) is not list:
+        return False
+    for entry in filters:
+        if type(entry) is not tuple or len(entry) != 5:
+            return False
+        action, message, category, module, line = entry
+        if type(action) is not str or type(line) is not int:
+            return False
+        if not all(
+            p is None or type(p) is _PATTERN or type(p) is str
+            for p in (message, module)
+        ):
+            return False
+        if type(category) is not type or not issubclass(category, Warning):
+            return False
+    return True
+
+
+def _drop_filters() -> None:
+    """Leave ``warnings.filters`` with its plain entries only."""
+    filters = warnings.filters
+    kept = []
+    if type(filters) is list:
+        for entry in list.copy(filters):
+            warnings.filters = [entry]
+            if _plain_filters():
+                kept.append(entry)
+    warnings.filters = kept
+    warnings._filters_mutated()
+
+
 def _copy_tables() -> tuple[dict, dict]:
     """copy's own tables of how to (deep) copy a type, which the runner's
     copies of the inputs read: dictionaries, changed in place, not rebound."""
@@ -2492,6 +2541,10 @@ def _intact() -> bool:
         ):
             return False
     except Exception:  # a patched attribute that breaks the reading itself
+        return False
+    # nor a warning filter of the learner's, which a warning compares where
+    # nothing watches (see _plain_filters)
+    if not _plain_filters():
         return False
     # nor an entry of copy's tables of how to copy each type, changed in
     # place: deepcopy of the inputs, before the watch, calls it (the

@@ -304,6 +304,11 @@ RESTRICTED_MODULES = {
     "tqdm": frozenset(
         {"tqdm", "trange", "tnrange", "tqdm_notebook", "auto", "notebook"}
     ),
+    # not warnings.filters, whose entries every warning compares, where the
+    # runner's own warnings are compared too (the fiftieth red team)
+    "warnings": frozenset(
+        {"warn", "filterwarnings", "simplefilter", "catch_warnings", "resetwarnings"}
+    ),
     # not CUDAPluggableAllocator, which loads a native library by its path
     "torch.cuda": frozenset(
         {
