@@ -1084,3 +1084,21 @@ def test_the_runner_copies_the_inputs_itself():
 
     with pytest.raises(TypeError, match="a case holds a Own"):
         runner._copied((Own(),))
+
+
+def test_the_result_is_read_before_the_watch_is_lifted():
+    """The fiftieth red team's function returned a blank tensor that code of
+    its own, run after the call where nothing watched, filled with
+    torch.softmax before the runner read it. The runner reads the result in
+    the same watched block as the call, before anything else runs: in its
+    code, the call, then the reading, then the end of that block."""
+    import inspect
+
+    from transformer_course.exercises import runner
+
+    source = inspect.getsource(runner._call_cases)
+    call = source.index("value = function(*args)")
+    read = source.index("to_plain(value, limits)")
+    after = source.index("except NotImplementedError as err:")
+    assert call < read < after
+    assert source.count("to_plain(") == 1

@@ -2149,6 +2149,16 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
                     # twenty-third red team started a thread from one)
                     said, kinds = _message(err), _error_kinds(err)
                     raise
+                # the result read at once, still under the watch: code of the
+                # learner's that runs once the watch is lifted (a hook, a
+                # warning filter) cannot fill in a blank the function returned
+                # (the fiftieth red team did, with torch.softmax)
+                value_type = str(getattr(type(value), "__name__", "?"))[:100]
+                try:
+                    plain, unreadable = to_plain(value, limits), None
+                except Exception as err:  # _TooLarge, or a value with no data
+                    plain, unreadable = None, err
+                    unreadable_said = _message(err)  # watched, as above
         except NotImplementedError as err:
             if not (watch.hits or watch.course) and _raised_by_the_stub(err, stub_code):
                 outcomes.append(_outcome(error=NOT_ATTEMPTED, message=said))
@@ -2159,22 +2169,16 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
             error = err
         kept.append((error, value if error is None else None))
         if error is None:
-            # Comparing the inputs and reading the result can run the learner's
-            # code (a method set on an input tensor, a dict key's __hash__, a
-            # returned tuple's __iter__: the twenty-first red team computed the
-            # forbidden function there, after the call): watched too.
+            # Comparing the inputs can run the learner's code (a method set on
+            # an input tensor, a dict key's __hash__: the twenty-first red team
+            # computed the forbidden function there, after the call): watched
+            # too, as the reading of the result was.
             with _watched_step(watch, forbidden):
                 mutated = [
                     i
                     for i, (a, b) in enumerate(zip(args, pristine, strict=True))
                     if not _same_or_unreadable(a, b)
                 ]
-                value_type = str(getattr(type(value), "__name__", "?"))[:100]
-                try:
-                    plain, unreadable = to_plain(value, limits), None
-                except Exception as err:  # _TooLarge, or a value with no data
-                    plain, unreadable = None, err
-                    unreadable_said = _message(err)  # watched, as above
         if watch.tables() != tables:  # the learner's code emptied the watch
             watch.hits.insert(0, "escape")
         if watch.course:  # reached at run time (``__import__`` of a computed name)
