@@ -439,7 +439,7 @@ LAYER_NORM_CHEATS = {
     "    import torch._refs\n"
     "    return torch._refs.native_layer_norm(x, [x.shape[-1]], gamma, beta, eps)[0]\n",
     # a cell that patches the runner (found through the garbage collector)
-    "patched runner": "import contextlib\nimport gc\n\n"
+    "patched runner": "import contextlib\nimport gc\n\ngc.unfreeze()\n"
     "for watch in [o for o in gc.get_objects() if isinstance(o, type)]:\n"
     "    if watch.__name__ == '_Watch':\n"
     "        watch.modes = lambda self: (contextlib.nullcontext(),) * 2\n"

@@ -310,6 +310,7 @@ def patched_save(obj, f, *args, **kwargs):  # the channel results took before
         open(f, "wb").write(data)
 torch.save = patched_save
 import gc  # the channel they take now: the runner's encoder, in its globals
+gc.unfreeze()  # the runner's objects, frozen at its first call, made visible
 for found in gc.get_objects():
     if type(found) is dict and "encode_result" in found and "_child" in found:
         found["encode_result"] = forge
@@ -599,6 +600,7 @@ def test_a_result_past_the_data_budget_is_refused():
 
 FORGE_UNCHANGED = """
 import gc, types
+gc.unfreeze()  # the runner's objects, frozen at its first call, made visible
 for _f in gc.get_objects():
     if (type(_f) is types.FunctionType and _f.__name__ == "_child"
             and "call_cases" in _f.__globals__):
@@ -1247,6 +1249,7 @@ def test_an_honest_answer_passes_the_loud_twins(number, key):
 
 _FIND_JOB = (
     "import gc\n"
+    "gc.unfreeze()\n"  # the runner's objects, frozen at its first call
     "_jobs = [o for o in gc.get_objects() if type(o) is dict and 'cells' in o "
     "and 'forbidden' in o]\n"
 )
@@ -1254,6 +1257,7 @@ _TAMPERING = {
     "the job's forbidden list emptied": _FIND_JOB
     + "for _job in _jobs:\n    _job['forbidden'] = []\n",
     "FORBIDDEN emptied": "import gc\n"
+    "gc.unfreeze()\n"
     "for _o in gc.get_objects():\n"
     "    if type(_o) is dict and 'softmax' in _o and 'embedding' in _o:\n"
     "        for _k in list(_o):\n"
@@ -1743,6 +1747,7 @@ for top in {here, os.path.dirname(here), "/tmp", "/var/tmp", "/dev/shm"} - {"/"}
         except (OSError, ValueError):
             pass
 import gc, struct, torch
+gc.unfreeze()
 marker = struct.pack("<d", 12345.5)
 for thing in gc.get_objects():
     if isinstance(thing, torch.Tensor) and thing.numel() and thing.is_floating_point():
@@ -2402,3 +2407,52 @@ def test_a_warning_filter_of_the_learners_is_refused_and_taken_out():
     assert runner._intact()
     (outcome,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
     assert outcome["error"] is None, outcome
+
+
+# --- the fifty-first red team -----------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_cycle_older_than_the_call_is_collected_under_the_watch():
+    """Red team 51: a generator in a reference cycle made before the call (so in
+    an older generation of the collector than the call's own objects), its last
+    outside reference dropped by the function, survived the call's final
+    collection of the youngest generation and ran its ``finally`` later, once the
+    collector was back on and nothing watched. Every cycle the call leaves
+    unreachable is collected before the watch is lifted."""
+    import gc
+
+    import torch
+
+    from transformer_course.exercises import runner
+
+    seen = {"ran": False, "watched": None}
+
+    def arm():
+        def body(cell):
+            try:
+                yield
+            finally:
+                seen["ran"] = True
+                torch.softmax(torch.zeros(2), -1)  # the forbidden function
+
+        cell = []
+        generator = body(cell)
+        next(generator)
+        cell.append(generator)  # generator -> frame -> cell -> generator
+        return [cell]
+
+    softmax = [(torch.zeros(2, 3),)]
+    (first,) = runner.call_cases(lambda x: x.exp(), softmax, ["softmax"])
+    assert first["error"] is None, first  # the objects alive so far are frozen
+    holder = arm()
+    gc.collect()  # the cycle now sits in the oldest generation
+    assert not seen["ran"]
+
+    def drops_it(x):
+        holder.clear()
+        return x.exp() / x.exp().sum(-1, keepdim=True)
+
+    (outcome,) = runner.call_cases(drops_it, softmax, ["softmax"])
+    assert seen["ran"], "the finally did not run before the call returned"
+    assert outcome["error"] == "ForbiddenUse", outcome
