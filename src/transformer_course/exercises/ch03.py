@@ -9,12 +9,12 @@ from .core import (
     Check,
     Exercise,
     Failed,
-    close,
     close_at_scale,
     returned_values,
     seeded_randn,
     unseen_check,
 )
+from .table import Returns, Shaped, Table, WrongShape
 from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
 from .widgets import MultipleChoice, Numeric
 
@@ -32,27 +32,25 @@ def _split_cases():
     ]
 
 
-def _judge_split(cases, outcomes):
-    for (x, h), got in zip(cases, returned_values(outcomes), strict=True):
-        B, N, D = x.shape
-        want = split_heads(x, h)
-        if close(got, want):
-            continue
-        if tuple(got.shape) == (B, N, h, D // h):
-            raise Failed(
-                "You have (B, N, H, d): transpose(1, 2) to put the heads before the tokens, (B, H, N, d)."
+SPLIT_TABLE = Table(
+    reference=split_heads,
+    rows=(
+        Shaped(
+            lambda x, h: (*x.shape[:2], h, x.shape[2] // h),  # (B, N, H, d)
+            "You have (B, N, H, d): transpose(1, 2) to put the heads before the tokens, (B, H, N, d).",
+        ),
+        Returns(
+            lambda x, h: x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h),
+            "Reshaping (B, N, D) straight to (B, H, N, d) mixes tokens across heads: view as (B, N, H, d) first, then transpose(1, 2).",
+        ),
+        WrongShape(
+            lambda case, got, want: (
+                f"For x {tuple(case[0].shape)} and {case[1]} heads the result has shape (B, H, N, d) = {tuple(want.shape)}, got {tuple(got.shape)}."
             )
-        if tuple(got.shape) == tuple(want.shape) and close(
-            got, x.reshape(B, h, N, D // h)
-        ):
-            raise Failed(
-                "Reshaping (B, N, D) straight to (B, H, N, d) mixes tokens across heads: view as (B, N, H, d) first, then transpose(1, 2)."
-            )
-        if tuple(got.shape) != tuple(want.shape):
-            raise Failed(
-                f"For x {tuple(x.shape)} and {h} heads the result has shape (B, H, N, d) = {tuple(want.shape)}, got {tuple(got.shape)}."
-            )
-        raise Failed("Head h must hold features h·d ... (h+1)·d - 1 of every token.")
+        ),
+    ),
+    otherwise="Head h must hold features h·d ... (h+1)·d - 1 of every token.",
+)
 
 
 def _random_sizes(g, large=False):
@@ -79,9 +77,9 @@ SPLIT = Exercise(
         Check(
             "(B, N, D) -> (B, H, N, d), head h owns a block of features",
             _split_cases,
-            _judge_split,
+            SPLIT_TABLE,
         ),
-        unseen_check("the same on unseen inputs", _random_split, _judge_split),
+        unseen_check("the same on unseen inputs", _random_split, SPLIT_TABLE),
     ),
 )
 
@@ -92,31 +90,34 @@ def _merge_cases():
     return [(seeded_randn(2, 4, 3, 2),), (seeded_randn(1, 3, 5, 4, seed=1),)]
 
 
-def _judge_merge(cases, outcomes):
-    for (heads,), got in zip(cases, returned_values(outcomes), strict=True):
-        want = merge_heads(heads)
-        if close(got, want):
-            continue
-        B, H, N, d = heads.shape
-        if tuple(got.shape) == tuple(want.shape) and close(
-            got, heads.reshape(B, N, H * d)
-        ):
-            raise Failed(
-                "Transpose back to (B, N, H, d) before reshaping to (B, N, H·d); otherwise tokens and heads get mixed."
-            )
-        raise Failed(
-            f"The result should be (B, N, H·d) = {tuple(want.shape)}, with head h's output in features h·d ... (h+1)·d - 1."
-        )
+def _heads_not_moved_back(heads):
+    B, H, N, d = heads.shape
+    return heads.reshape(B, N, H * d)
+
+
+MERGE_TABLE = Table(
+    reference=merge_heads,
+    rows=(
+        Returns(
+            _heads_not_moved_back,
+            "Transpose back to (B, N, H, d) before reshaping to (B, N, H·d); otherwise tokens and heads get mixed.",
+        ),
+    ),
+    otherwise=lambda case, got, want: (
+        f"The result should be (B, N, H·d) = {tuple(want.shape)}, with head h's output in features h·d ... (h+1)·d - 1."
+    ),
+)
 
 
 def _roundtrip_cases():
     return [(split_heads(seeded_randn(2, 3, 8, seed=3), 4),)]
 
 
-def _judge_roundtrip(cases, outcomes):
-    (got,) = returned_values(outcomes)
-    if not close(got, merge_heads(cases[0][0])):
-        raise Failed("merge_heads(split_heads(x)) must give back x.")
+ROUNDTRIP_TABLE = Table(
+    reference=merge_heads,
+    rows=(),
+    otherwise="merge_heads(split_heads(x)) must give back x.",
+)
 
 
 def _random_heads(g):
@@ -134,9 +135,9 @@ MERGE = Exercise(
     "Exercise 2: merge the heads",
     2,
     (
-        Check("(B, H, N, d) -> (B, N, H·d)", _merge_cases, _judge_merge),
-        Check("undoes split_heads", _roundtrip_cases, _judge_roundtrip),
-        unseen_check("the same on unseen inputs", _random_heads, _judge_merge),
+        Check("(B, H, N, d) -> (B, N, H·d)", _merge_cases, MERGE_TABLE),
+        Check("undoes split_heads", _roundtrip_cases, ROUNDTRIP_TABLE),
+        unseen_check("the same on unseen inputs", _random_heads, MERGE_TABLE),
     ),
 )
 
@@ -171,69 +172,68 @@ def _forward_cases():
     ]
 
 
-def _judge_forward(cases, outcomes):
-    for (x, W_qkv, W_o, h), got in zip(cases, returned_values(outcomes), strict=True):
-        want = _reference_forward(x, W_qkv, W_o, h)
-        if close_at_scale(got, want):
-            continue
-        if tuple(got.shape) != tuple(x.shape):
-            raise Failed(
-                f"The output has the input's shape (B, N, D) = {tuple(x.shape)}, got {tuple(got.shape)}."
+def _attended(x, W_qkv, n_heads, scale, dim=-1, split=True):
+    """The heads' outputs, merged, (B, N, D), before W_o: softmax(q kᵀ / scale)
+    v over ``dim``, per head (``split``) or as one head of width D."""
+    D = x.shape[-1]
+    q, k, v = (x @ W_qkv).split(D, dim=-1)  # 3 × (B, N, D)
+    if not split:
+        return torch.softmax(q @ k.transpose(-2, -1) / scale, dim) @ v
+    qh, kh, vh = (split_heads(t, n_heads) for t in (q, k, v))  # (B, H, N, d) each
+    return merge_heads(torch.softmax(qh @ kh.transpose(-2, -1) / scale, dim) @ vh)
+
+
+def _head_scale(x, n_heads):
+    """√d, d = D/H: one head's width."""
+    return (x.shape[-1] // n_heads) ** 0.5
+
+
+ONE_SOFTMAX = "Split q, k and v into heads (B, H, N, d) before the attention: one softmax per head."
+FORWARD_TABLE = Table(
+    reference=_reference_forward,
+    equal=close_at_scale,
+    rows=(
+        WrongShape(
+            lambda case, got, want: (
+                f"The output has the input's shape (B, N, D) = {tuple(case[0].shape)}, got {tuple(got.shape)}."
             )
-        D = x.shape[-1]
-        q, k, v = (x @ W_qkv).split(D, dim=-1)  # 3 × (B, N, D)
-        heads = merge_heads(
-            torch.softmax(
-                split_heads(q, h)
-                @ split_heads(k, h).transpose(-2, -1)
-                / (D // h) ** 0.5,
-                -1,
-            )
-            @ split_heads(v, h)
-        )  # (B, N, D)
-        if close(got, heads @ W_o.T):
-            raise Failed(
-                "Apply W_o as the chapter writes it, rows are tokens: heads W_o, not W_oᵀ "
-                "(W_oᵀ is nn.Linear's layout)."
-            )
-        one_head = (
-            torch.softmax(q @ k.transpose(-2, -1) / (D // h) ** 0.5, -1) @ v @ W_o
-        )
-        wrong_scale = (
-            merge_heads(
-                torch.softmax(
-                    split_heads(q, h) @ split_heads(k, h).transpose(-2, -1) / D**0.5, -1
-                )
-                @ split_heads(v, h)
-            )
-            @ W_o
-        )
-        if close(got, wrong_scale):
-            raise Failed(
-                "Scale the scores by 1/√d with d = D/H, the width of one head, not by 1/√D."
-            )
-        qh, kh, vh = (split_heads(t, h) for t in (q, k, v))  # (B, H, N, d) each
-        scores = qh @ kh.transpose(-2, -1)  # (B, H, N, N), not yet scaled
-        if close(got, merge_heads(torch.softmax(scores, -1) @ vh) @ W_o):
-            raise Failed(
-                "Scale the scores by 1/√d (d = D/H, one head's width) before the "
-                "softmax: q kᵀ alone grows with d and makes the softmax too peaked."
-            )
-        by_column = torch.softmax(scores / (D // h) ** 0.5, -2)  # over the queries
-        if close(got, merge_heads(by_column @ vh) @ W_o):
-            raise Failed(
-                "Take the softmax over the keys, the last dimension (dim=-1): each "
-                "query's weights sum to 1. Over dim=-2 each key's weights do."
-            )
-        if close(got, one_head) or close(
-            got, torch.softmax(q @ k.transpose(-2, -1) / D**0.5, -1) @ v @ W_o
-        ):
-            raise Failed(
-                "Split q, k and v into heads (B, H, N, d) before the attention: one softmax per head."
-            )
-        raise Failed(
-            "out = merge_heads(softmax(q kᵀ/√d) v) W_o, with q, k, v = x W_qkv split into thirds and then into heads."
-        )
+        ),
+        Returns(
+            lambda x, W_qkv, W_o, h: _attended(x, W_qkv, h, _head_scale(x, h)) @ W_o.T,
+            "Apply W_o as the chapter writes it, rows are tokens: heads W_o, not W_oᵀ "
+            "(W_oᵀ is nn.Linear's layout).",
+        ),
+        Returns(
+            lambda x, W_qkv, W_o, h: _attended(x, W_qkv, h, x.shape[-1] ** 0.5) @ W_o,
+            "Scale the scores by 1/√d with d = D/H, the width of one head, not by 1/√D.",
+        ),
+        Returns(
+            lambda x, W_qkv, W_o, h: _attended(x, W_qkv, h, 1) @ W_o,
+            "Scale the scores by 1/√d (d = D/H, one head's width) before the "
+            "softmax: q kᵀ alone grows with d and makes the softmax too peaked.",
+        ),
+        Returns(  # over the queries
+            lambda x, W_qkv, W_o, h: (
+                _attended(x, W_qkv, h, _head_scale(x, h), -2) @ W_o
+            ),
+            "Take the softmax over the keys, the last dimension (dim=-1): each "
+            "query's weights sum to 1. Over dim=-2 each key's weights do.",
+        ),
+        Returns(
+            lambda x, W_qkv, W_o, h: (
+                _attended(x, W_qkv, h, _head_scale(x, h), split=False) @ W_o
+            ),
+            ONE_SOFTMAX,
+        ),
+        Returns(
+            lambda x, W_qkv, W_o, h: (
+                _attended(x, W_qkv, h, x.shape[-1] ** 0.5, split=False) @ W_o
+            ),
+            ONE_SOFTMAX,
+        ),
+    ),
+    otherwise="out = merge_heads(softmax(q kᵀ/√d) v) W_o, with q, k, v = x W_qkv split into thirds and then into heads.",
+)
 
 
 def _random_forward(g):
@@ -270,9 +270,9 @@ FORWARD = Exercise(
         Check(
             "equals tc.MultiHeadAttention with these weights",
             _forward_cases,
-            _judge_forward,
+            FORWARD_TABLE,
         ),
-        unseen_check("the same on unseen inputs", _random_forward, _judge_forward),
+        unseen_check("the same on unseen inputs", _random_forward, FORWARD_TABLE),
     ),
     forbidden=("scaled_dot_product_attention",),
     loud=(0,),  # a softmax inside: scores past 88 as well
@@ -362,23 +362,26 @@ def _reference_convert(in_proj_weight, n_heads):
     return in_proj_weight.view(3, n_heads, D // n_heads, D)  # (q/k/v, H, d, D)
 
 
-def _judge_convert(cases, outcomes):
-    for (W, h), got in zip(cases, returned_values(outcomes), strict=True):
-        want = _reference_convert(W, h)
-        if close(got, want):
-            continue
-        D = W.shape[1]
-        if tuple(got.shape) != tuple(want.shape):
-            raise Failed(
+def _heads_before_qkv(W, n_heads):
+    D = W.shape[1]
+    return W.view(n_heads, 3, D // n_heads, D).transpose(0, 1)
+
+
+CONVERT_TABLE = Table(
+    reference=_reference_convert,
+    rows=(
+        WrongShape(
+            lambda case, got, want: (
                 f"Return shape (3, H, d, D) = {tuple(want.shape)}: [q/k/v, head, output feature, input feature]."
             )
-        if close(got, W.view(h, 3, D // h, D).transpose(0, 1)):
-            raise Failed(
-                "torch stacks all query rows first, then all key rows, then all value rows: split into q, k, v first, then into heads."
-            )
-        raise Failed(
-            "Rows h·d ... (h+1)·d - 1 of the query block (the first D rows) are head h's query weights; likewise for keys and values."
-        )
+        ),
+        Returns(
+            _heads_before_qkv,
+            "torch stacks all query rows first, then all key rows, then all value rows: split into q, k, v first, then into heads.",
+        ),
+    ),
+    otherwise="Rows h·d ... (h+1)·d - 1 of the query block (the first D rows) are head h's query weights; likewise for keys and values.",
+)
 
 
 def _random_in_proj(g):
@@ -395,8 +398,8 @@ CONVERT = Exercise(
     "Exercise 5: per-head weights from nn.MultiheadAttention",
     2,
     (
-        Check("in_proj_weight (3D, D) -> (3, H, d, D)", _convert_cases, _judge_convert),
-        unseen_check("the same on unseen weights", _random_in_proj, _judge_convert),
+        Check("in_proj_weight (3D, D) -> (3, H, d, D)", _convert_cases, CONVERT_TABLE),
+        unseen_check("the same on unseen weights", _random_in_proj, CONVERT_TABLE),
     ),
 )
 

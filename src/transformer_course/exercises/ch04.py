@@ -28,6 +28,7 @@ from .core import (
     seeded_randn,
     unseen_check,
 )
+from .table import Raised, Returns, Table, WrongShape
 from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
 from .widgets import MultipleChoice, Numeric
 
@@ -65,63 +66,89 @@ def _ln_cases():
     ]
 
 
-def _judge_ln(cases, outcomes):
-    cases = [(*case, 1e-5) if len(case) == 3 else case for case in cases]  # default
-    for (x, gamma, beta, eps), got in each_value(cases, outcomes):
-        want = _layer_norm(x, gamma, beta, eps)
-        if close(got, want):
-            continue
-        if got.shape != x.shape:
-            raise Failed(
-                f"The output has the input's shape (..., D) = {tuple(x.shape)}, got {tuple(got.shape)}."
-            )
+def _affine(x_hat, gamma, beta):
+    return x_hat * gamma + beta
 
-        def affine(x_hat, gamma=gamma, beta=beta):
-            return x_hat * gamma + beta
 
-        x_hat = _normalised(x, eps)
-        if close(got, affine(_normalised(x, eps, unbiased=True))):
-            raise Failed(
-                "Use the biased variance, the mean of (x − mean)² over the D features (1/D): "
-                "x.var(dim=-1, unbiased=False). torch's x.var() divides by D − 1."
+def _other_axes(x, gamma, beta, eps=1e-5):
+    """LayerNorm's statistics over other axes than a token's features."""
+    axes = [(d,) for d in range(x.dim() - 1)]
+    axes += [tuple(range(x.dim() - 1)), tuple(range(x.dim()))]
+    return [_affine(_normalised(x, eps, dims), gamma, beta) for dims in axes]
+
+
+def _cancelling(x, gamma, beta, eps=1e-5):
+    """The variance as E[x²] − E[x]², in x's dtype (not a mistake in float64)."""
+    if x.dtype == torch.float64:
+        return None
+    mean = x.mean(-1, keepdim=True)
+    variance = (x * x).mean(-1, keepdim=True) - mean * mean
+    return _affine((x - mean) / torch.sqrt(variance + eps), gamma, beta)
+
+
+def _x_hat(x, eps):
+    return _normalised(x, eps)
+
+
+LN_TABLE = Table(
+    reference=_layer_norm,
+    case_by_case=True,
+    rows=(
+        WrongShape(
+            lambda case, got, want: (
+                f"The output has the input's shape (..., D) = {tuple(case[0].shape)}, got {tuple(got.shape)}."
             )
-        if close(got, affine(_normalised(x, eps, eps_outside=True))):
-            raise Failed(
-                "Add ε to the variance, inside the square root: (x − mean) / √(var + ε), "
-                "not (x − mean) / (√var + ε)."
-            )
-        other_axes = [(d,) for d in range(x.dim() - 1)]
-        other_axes += [tuple(range(x.dim() - 1)), tuple(range(x.dim()))]
-        if any(close(got, affine(_normalised(x, eps, dims))) for dims in other_axes):
-            raise Failed(
-                "Normalise each token over its own D features (dim=-1), not over the "
-                "tokens or the batch: that would be BatchNorm's statistics."
-            )
-        mean = x.mean(-1, keepdim=True)
-        cancelling = (x * x).mean(-1, keepdim=True) - mean * mean  # in x's dtype
-        if x.dtype != torch.float64 and close(
-            got, affine((x - mean) / torch.sqrt(cancelling + eps)), equal_nan=True
-        ):
-            raise Failed(
+        ),
+        Returns(
+            lambda x, g, b, eps=1e-5: _affine(_normalised(x, eps, unbiased=True), g, b),
+            "Use the biased variance, the mean of (x − mean)² over the D features (1/D): "
+            "x.var(dim=-1, unbiased=False). torch's x.var() divides by D − 1.",
+        ),
+        Returns(
+            lambda x, g, b, eps=1e-5: _affine(
+                _normalised(x, eps, eps_outside=True), g, b
+            ),
+            "Add ε to the variance, inside the square root: (x − mean) / √(var + ε), "
+            "not (x − mean) / (√var + ε).",
+        ),
+        Returns(
+            _other_axes,
+            "Normalise each token over its own D features (dim=-1), not over the "
+            "tokens or the batch: that would be BatchNorm's statistics.",
+        ),
+        Returns(
+            _cancelling,
+            lambda case, got, want: (
                 "Compute the variance as the mean of (x − mean)²: as E[x²] − E[x]² "
                 "the two terms nearly cancel when a token's mean is large next to "
-                f"its spread (here about {float(mean.abs().max()):.0f}), and float32 "
-                "keeps only the rounding error."
-            )
-        if close(got, x_hat):
-            raise Failed("Apply the learned gain and shift: γ ⊙ x̂ + β.")
-        if close(got, x_hat * gamma):
-            raise Failed("Add β after scaling by γ: γ ⊙ x̂ + β.")
-        if close(got, x_hat + beta):
-            raise Failed("Multiply by γ before adding β: γ ⊙ x̂ + β.")
-        if close(got, x_hat * beta + gamma) or close(got, (x_hat + beta) * gamma):
-            raise Failed(
-                "γ (gamma) multiplies x̂ and β (beta) is added after: γ ⊙ x̂ + β."
-            )
-        raise Failed(
-            "x̂ = (x − mean) / √(var + ε), mean and (1/D) variance over the last "
-            "dimension of each token, then γ ⊙ x̂ + β; compare with F.layer_norm."
-        )
+                f"its spread (here about {float(case[0].mean(-1).abs().max()):.0f}), "
+                "and float32 keeps only the rounding error."
+            ),
+            equal_nan=True,
+        ),
+        Returns(
+            lambda x, g, b, eps=1e-5: _x_hat(x, eps),
+            "Apply the learned gain and shift: γ ⊙ x̂ + β.",
+        ),
+        Returns(
+            lambda x, g, b, eps=1e-5: _x_hat(x, eps) * g,
+            "Add β after scaling by γ: γ ⊙ x̂ + β.",
+        ),
+        Returns(
+            lambda x, g, b, eps=1e-5: _x_hat(x, eps) + b,
+            "Multiply by γ before adding β: γ ⊙ x̂ + β.",
+        ),
+        Returns(
+            lambda x, g, b, eps=1e-5: [
+                _x_hat(x, eps) * b + g,
+                (_x_hat(x, eps) + b) * g,
+            ],
+            "γ (gamma) multiplies x̂ and β (beta) is added after: γ ⊙ x̂ + β.",
+        ),
+    ),
+    otherwise="x̂ = (x − mean) / √(var + ε), mean and (1/D) variance over the last "
+    "dimension of each token, then γ ⊙ x̂ + β; compare with F.layer_norm.",
+)
 
 
 def _standard_cases():
@@ -208,8 +235,8 @@ LAYER_NORM = Exercise(
     "Exercise 1: LayerNorm from scratch",
     4,
     (
-        Check("equals F.layer_norm, for any ε", _ln_cases, _judge_ln),
-        unseen_check("the same on unseen inputs", _random_ln, _judge_ln),
+        Check("equals F.layer_norm, for any ε", _ln_cases, LN_TABLE),
+        unseen_check("the same on unseen inputs", _random_ln, LN_TABLE),
         Check(
             "with γ = 1, β = 0: each token has mean 0, variance 1",
             _standard_cases,
@@ -262,57 +289,67 @@ def _mlp_cases():
     ]
 
 
-def _judge_mlp(cases, outcomes):
-    for case, outcome in zip(cases, outcomes, strict=True):
-        message = outcome.message if outcome.raised else ""
-        if "shapes cannot be multiplied" in message or "size mismatch" in message:
-            raise Failed(
-                "W1 (d_mlp, D) and W2 (D, d_mlp) are stored as nn.Linear stores its "
-                "weight, (out, in): multiply by the transpose, x @ W1.T + b1."
+UNTRANSPOSED = (
+    "W1 (d_mlp, D) and W2 (D, d_mlp) are stored as nn.Linear stores its "
+    "weight, (out, in): multiply by the transpose, x @ W1.T + b1."
+)
+
+
+def _hidden(x, W1, b1):
+    return x @ W1.T + b1  # (..., d_mlp)
+
+
+MLP_TABLE = Table(
+    reference=_reference_mlp,
+    case_by_case=True,
+    rows=(
+        Raised(("shapes cannot be multiplied", "size mismatch"), UNTRANSPOSED),
+        WrongShape(
+            lambda case, got, want: (
+                f"The output has the input's shape (..., D) = {tuple(case[0].shape)}, got {tuple(got.shape)}."
             )
-        (got,) = returned_values([outcome])
-        x, W1, b1, W2, b2 = case
-        want = _reference_mlp(x, W1, b1, W2, b2)
-        if close(got, want):
-            continue
-        if got.shape != x.shape:
-            raise Failed(
-                f"The output has the input's shape (..., D) = {tuple(x.shape)}, got {tuple(got.shape)}."
-            )
-        hidden = x @ W1.T + b1  # (..., d_mlp)
-        if close(got, hidden @ W2.T + b2):
-            raise Failed(
-                "Apply the ReLU to the hidden layer: without it the two linear layers "
-                "collapse into one linear map."
-            )
-        if close(got, torch.relu(hidden @ W2.T + b2)) or close(
-            got, torch.relu(torch.relu(hidden) @ W2.T + b2)
-        ):
-            raise Failed(
-                "The ReLU goes between the two layers, on the d_mlp hidden features, "
-                "not on the output: the MLP's output (added to the residual stream) "
-                "may be negative."
-            )
-        if W1.shape[0] == W1.shape[1] and close(got, torch.relu(x @ W1 + b1) @ W2 + b2):
-            raise Failed(
-                "W1 and W2 are stored as nn.Linear stores its weight, (out, in): "
-                "multiply by the transpose, x @ W1.T + b1."
-            )
-        if close(got, torch.nn.functional.gelu(hidden) @ W2.T + b2):
-            raise Failed(
-                "Use the ReLU, max(0, ·), as in the notes' Linear–ReLU–Linear; GELU is "
-                "GPT-2's choice, not this exercise's."
-            )
-        if close(got, torch.relu(x @ W1.T) @ W2.T) or close(
-            got, torch.relu(x @ W1.T + b1) @ W2.T
-        ):
-            raise Failed(
-                "Add the biases: b1 after the first layer, b2 after the second."
-            )
-        raise Failed(
-            "MLP(x) = ReLU(x W1ᵀ + b1) W2ᵀ + b2, for every token: compare with "
-            "tc.MLP(D, d_mlp, activation='relu')."
-        )
+        ),
+        Returns(
+            lambda x, W1, b1, W2, b2: _hidden(x, W1, b1) @ W2.T + b2,
+            "Apply the ReLU to the hidden layer: without it the two linear layers "
+            "collapse into one linear map.",
+        ),
+        Returns(
+            lambda x, W1, b1, W2, b2: [
+                torch.relu(_hidden(x, W1, b1) @ W2.T + b2),
+                torch.relu(torch.relu(_hidden(x, W1, b1)) @ W2.T + b2),
+            ],
+            "The ReLU goes between the two layers, on the d_mlp hidden features, "
+            "not on the output: the MLP's output (added to the residual stream) "
+            "may be negative.",
+        ),
+        Returns(
+            lambda x, W1, b1, W2, b2: (
+                torch.relu(x @ W1 + b1) @ W2 + b2
+                if W1.shape[0] == W1.shape[1]
+                else None
+            ),
+            "W1 and W2 are stored as nn.Linear stores its weight, (out, in): "
+            "multiply by the transpose, x @ W1.T + b1.",
+        ),
+        Returns(
+            lambda x, W1, b1, W2, b2: (
+                torch.nn.functional.gelu(_hidden(x, W1, b1)) @ W2.T + b2
+            ),
+            "Use the ReLU, max(0, ·), as in the notes' Linear–ReLU–Linear; GELU is "
+            "GPT-2's choice, not this exercise's.",
+        ),
+        Returns(
+            lambda x, W1, b1, W2, b2: [
+                torch.relu(x @ W1.T) @ W2.T,
+                torch.relu(x @ W1.T + b1) @ W2.T,
+            ],
+            "Add the biases: b1 after the first layer, b2 after the second.",
+        ),
+    ),
+    otherwise="MLP(x) = ReLU(x W1ᵀ + b1) W2ᵀ + b2, for every token: compare with "
+    "tc.MLP(D, d_mlp, activation='relu').",
+)
 
 
 def _mlp_token_cases():
@@ -353,9 +390,9 @@ MLP_FORWARD = Exercise(
         Check(
             "equals tc.MLP(activation='relu') with these weights",
             _mlp_cases,
-            _judge_mlp,
+            MLP_TABLE,
         ),
-        unseen_check("the same on unseen inputs", _random_mlp, _judge_mlp),
+        unseen_check("the same on unseen inputs", _random_mlp, MLP_TABLE),
         Check(
             "a token's output ignores the other tokens",
             _mlp_token_cases,
