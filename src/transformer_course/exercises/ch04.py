@@ -489,52 +489,85 @@ SECOND_NORM_HINT = (
 )
 
 
-def _judge_pre_norm(cases, outcomes):
-    for (x, params, H), got in each_value(cases, outcomes):
+def _block_output(norm_first):
+    """The reference block's output for a case, (B, N, D)."""
+
+    def output(x, params, n_heads):
         with torch.no_grad():
-            want = _reference_block(params, H, norm_first=True)(x)
-            if close(got, want):
-                continue
-            if got.shape != x.shape:
-                raise Failed(
-                    f"The block maps (B, N, D) to (B, N, D) = {tuple(x.shape)}, got {tuple(got.shape)}."
-                )
-            p = _Parts(params, H)
-            norm, attn, mlp = p.norm, p.attn, p.mlp
-            y = norm(x + attn(x), 1)
-            if close(got, norm(y + mlp(y), 2)):
-                raise Failed(
-                    "That is the post-norm block (Add & Normalize). Pre-norm normalises "
-                    "the input of each branch and adds to x itself: "
-                    "x = x + attn(norm_1(x)); x = x + mlp(norm_2(x))."
-                )
-            h = norm(x, 1)
-            y = h + attn(h)
-            if close(got, norm(y, 2) + mlp(norm(y, 2))):
-                raise Failed(
-                    "The residual adds the branch to x itself, not to its normalised "
-                    "copy: x + attn(norm_1(x)), so that the residual path carries x "
-                    "unchanged (Turner fig. 7)."
-                )
-            y = x + attn(norm(x, 1))
-            no_residual = [
-                mlp(norm(attn(norm(x, 1)), 2)),
-                attn(norm(x, 1)) + mlp(norm(attn(norm(x, 1)), 2)),
-                mlp(norm(y, 2)),
-            ]
-            if any(close(got, wrong) for wrong in no_residual):
-                raise Failed(RESIDUAL_HINT)
-            if close(got, y + mlp(norm(y, 1))):
-                raise Failed(SECOND_NORM_HINT)
-            y2 = x + attn(norm(x, 2))
-            if close(got, y2 + mlp(norm(y2, 1))):
-                raise Failed(
-                    "norm_1 goes before attention, norm_2 before the MLP: you swapped them."
-                )
-            raise Failed(
-                "Pre-norm: x = x + attn(norm_1(x)), then x = x + mlp(norm_2(x)), with "
-                "your layer_norm and mlp_forward and the given self_attention."
-            )
+            return _reference_block(params, n_heads, norm_first)(x)
+
+    return output
+
+
+def _wrong_block(wrong, hint):
+    """A usual mistake of a block: ``wrong(norm, attn, mlp, x)`` with the
+    case's own pieces (:class:`_Parts`), ``norm(h, 1)`` being norm_1."""
+
+    def returns(x, params, n_heads):
+        p = _Parts(params, n_heads)
+        with torch.no_grad():
+            return wrong(p.norm, p.attn, p.mlp, x)
+
+    return Returns(returns, hint)
+
+
+def _post_norm(norm, attn, mlp, x):
+    y = norm(x + attn(x), 1)
+    return norm(y + mlp(y), 2)
+
+
+def _residual_of_normalised(norm, attn, mlp, x):
+    h = norm(x, 1)
+    y = h + attn(h)
+    return norm(y, 2) + mlp(norm(y, 2))
+
+
+def _pre_norm_without_residual(norm, attn, mlp, x):
+    y = x + attn(norm(x, 1))
+    branch = attn(norm(x, 1))
+    return [mlp(norm(branch, 2)), branch + mlp(norm(branch, 2)), mlp(norm(y, 2))]
+
+
+def _pre_norm_with_norms(first, second):
+    def block(norm, attn, mlp, x):
+        y = x + attn(norm(x, first))
+        return y + mlp(norm(y, second))
+
+    return block
+
+
+SAME_SHAPE = WrongShape(
+    lambda case, got, want: (
+        f"The block maps (B, N, D) to (B, N, D) = {tuple(case[0].shape)}, got {tuple(got.shape)}."
+    )
+)
+PRE_NORM_TABLE = Table(
+    reference=_block_output(norm_first=True),
+    case_by_case=True,
+    rows=(
+        SAME_SHAPE,
+        _wrong_block(
+            _post_norm,
+            "That is the post-norm block (Add & Normalize). Pre-norm normalises "
+            "the input of each branch and adds to x itself: "
+            "x = x + attn(norm_1(x)); x = x + mlp(norm_2(x)).",
+        ),
+        _wrong_block(
+            _residual_of_normalised,
+            "The residual adds the branch to x itself, not to its normalised "
+            "copy: x + attn(norm_1(x)), so that the residual path carries x "
+            "unchanged (Turner fig. 7).",
+        ),
+        _wrong_block(_pre_norm_without_residual, RESIDUAL_HINT),
+        _wrong_block(_pre_norm_with_norms(1, 1), SECOND_NORM_HINT),
+        _wrong_block(
+            _pre_norm_with_norms(2, 1),
+            "norm_1 goes before attention, norm_2 before the MLP: you swapped them.",
+        ),
+    ),
+    otherwise="Pre-norm: x = x + attn(norm_1(x)), then x = x + mlp(norm_2(x)), with "
+    "your layer_norm and mlp_forward and the given self_attention.",
+)
 
 
 def _louder_attention(norm_first: bool):
@@ -592,9 +625,9 @@ PRE_NORM = Exercise(
         Check(
             "equals tc.Block (pre-norm) with these weights",
             _block_cases,
-            _judge_pre_norm,
+            PRE_NORM_TABLE,
         ),
-        unseen_check("the same on unseen inputs", _random_blocks, _judge_pre_norm),
+        unseen_check("the same on unseen inputs", _random_blocks, PRE_NORM_TABLE),
         Check(
             "branches that output zero pass x through",
             _zero_branch_cases,
@@ -608,48 +641,56 @@ PRE_NORM = Exercise(
 )
 
 
-def _judge_post_norm(cases, outcomes):
-    for (x, params, H), got in each_value(cases, outcomes):
-        with torch.no_grad():
-            want = _reference_block(params, H, norm_first=False)(x)
-            if close(got, want):
-                continue
-            if got.shape != x.shape:
-                raise Failed(
-                    f"The block maps (B, N, D) to (B, N, D) = {tuple(x.shape)}, got {tuple(got.shape)}."
-                )
-            p = _Parts(params, H)
-            norm, attn, mlp = p.norm, p.attn, p.mlp
-            if close(got, _reference_block(params, H, norm_first=True)(x)):
-                raise Failed(
-                    "That is the pre-norm block. Post-norm, the original transformer's "
-                    "Add & Normalize, normalises after each addition: "
-                    "x = norm_1(x + attn(x)); x = norm_2(x + mlp(x))."
-                )
-            y = x + norm(attn(x), 1)
-            if close(got, y + norm(mlp(y), 2)):
-                raise Failed(
-                    "Normalise the sum, x + attn(x), not the branch's output alone: "
-                    "Add, then Normalize."
-                )
-            no_residual = [
-                norm(mlp(norm(attn(x), 1)), 2),
-                norm(norm(attn(x), 1) + mlp(norm(attn(x), 1)), 2),
-                norm(mlp(norm(x + attn(x), 1)), 2),
-            ]
-            if any(close(got, wrong) for wrong in no_residual):
-                raise Failed(RESIDUAL_HINT)
-            y = norm(x + attn(x), 1)
-            if close(got, norm(y + mlp(y), 1)):
-                raise Failed(SECOND_NORM_HINT)
-            if close(got, y + mlp(y)):
-                raise Failed(
-                    "Normalise after the MLP's addition too: x = norm_2(x + mlp(x))."
-                )
-            raise Failed(
-                "Post-norm: x = norm_1(x + attn(x)), then x = norm_2(x + mlp(x)), with "
-                "your layer_norm and mlp_forward and the given self_attention."
-            )
+def _norm_of_branch(norm, attn, mlp, x):
+    y = x + norm(attn(x), 1)
+    return y + norm(mlp(y), 2)
+
+
+def _post_norm_without_residual(norm, attn, mlp, x):
+    branch = norm(attn(x), 1)
+    return [
+        norm(mlp(branch), 2),
+        norm(branch + mlp(branch), 2),
+        norm(mlp(norm(x + attn(x), 1)), 2),
+    ]
+
+
+def _post_norm_with(last):
+    """Post-norm with norm_1 after both additions, or none after the second."""
+
+    def block(norm, attn, mlp, x):
+        y = norm(x + attn(x), 1)
+        return y + mlp(y) if last is None else norm(y + mlp(y), last)
+
+    return block
+
+
+POST_NORM_TABLE = Table(
+    reference=_block_output(norm_first=False),
+    case_by_case=True,
+    rows=(
+        SAME_SHAPE,
+        Returns(
+            _block_output(norm_first=True),
+            "That is the pre-norm block. Post-norm, the original transformer's "
+            "Add & Normalize, normalises after each addition: "
+            "x = norm_1(x + attn(x)); x = norm_2(x + mlp(x)).",
+        ),
+        _wrong_block(
+            _norm_of_branch,
+            "Normalise the sum, x + attn(x), not the branch's output alone: "
+            "Add, then Normalize.",
+        ),
+        _wrong_block(_post_norm_without_residual, RESIDUAL_HINT),
+        _wrong_block(_post_norm_with(1), SECOND_NORM_HINT),
+        _wrong_block(
+            _post_norm_with(None),
+            "Normalise after the MLP's addition too: x = norm_2(x + mlp(x)).",
+        ),
+    ),
+    otherwise="Post-norm: x = norm_1(x + attn(x)), then x = norm_2(x + mlp(x)), with "
+    "your layer_norm and mlp_forward and the given self_attention.",
+)
 
 
 def _post_norm_cases():
@@ -698,9 +739,9 @@ POST_NORM = Exercise(
         Check(
             "equals tc.Block (post-norm) with these weights",
             _post_norm_cases,
-            _judge_post_norm,
+            POST_NORM_TABLE,
         ),
-        unseen_check("the same on unseen inputs", _random_blocks, _judge_post_norm),
+        unseen_check("the same on unseen inputs", _random_blocks, POST_NORM_TABLE),
         Check(
             "with γ₂ = 1, β₂ = 0 each output token has mean 0, variance 1",
             _unit_norm_cases,
