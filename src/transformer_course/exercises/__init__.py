@@ -34,7 +34,7 @@ __all__ = [
     "widgets",
 ]
 
-#: Chapter number -> module with its EXERCISES and QUIZZES.
+#: Chapter number -> module with its EXERCISES and QUIZZES (from quizzes/chNN.toml).
 CHAPTERS = {
     1: "ch01",
     2: "ch02",

@@ -24,7 +24,7 @@ from .core import (
     unseen,
     unseen_check,
 )
-from .widgets import MultipleChoice, Numeric
+from .widgets import load_quizzes
 
 __all__ = ["EXERCISES", "QUIZZES"]
 
@@ -603,47 +603,4 @@ EXERCISES: dict[str, Exercise] = {
     e.key: e for e in (CHAR_VOCAB, MERGE_PAIR, EMBED, PATCHIFY)
 }
 
-QUIZZES = {
-    "quiz_layout": MultipleChoice(
-        key="quiz_layout",
-        question="[Turner](https://arxiv.org/abs/2304.10557) writes the tokens of one sequence as a D×N matrix. What shape does the "
-        "course's code use for a batch of B sequences?",
-        explanation="The code keeps tokens as rows, with the batch first: (B, N, D). "
-        "[Turner](https://arxiv.org/abs/2304.10557)'s X is the transpose of one (N, D) slice.",
-        options=["(B, N, D)", "(B, D, N)", "(B × N, D)", "(D, N)"],
-        answer=0,
-    ),
-    "quiz_patches": Numeric(
-        key="quiz_patches",
-        question="An 8×8 digit image is cut into non-overlapping 2×2 patches. How many tokens is that?",
-        explanation="(8/2) × (8/2) = 16 patches, each a token of 2·2·1 = 4 numbers.",
-        answer=16,
-    ),
-    "quiz_embedding_size": Numeric(
-        key="quiz_embedding_size",
-        question="How many parameters has an embedding table for a vocabulary of 50,257 "
-        "tokens and width D = 768?",
-        explanation="One row of D numbers per token: 50,257 × 768 = 38,597,376.",
-        answer=50_257 * 768,
-    ),
-    "quiz_bytes": MultipleChoice(
-        key="quiz_bytes",
-        question="Why does a byte-level BPE tokenizer never meet an unknown token?",
-        explanation="Any string is a sequence of UTF-8 bytes, and all 256 byte values are in the "
-        "base vocabulary; merges only add longer pieces on top.",
-        options=[
-            "All 256 byte values are in its base vocabulary",
-            "Its 50,257 tokens cover every word that occurs in its training text",
-            "It drops the characters it does not know before it merges",
-            "It lower-cases the text first",
-        ],
-        answer=0,
-    ),
-    "quiz_lookup": MultipleChoice(
-        key="quiz_lookup",
-        question="With an embedding matrix E of shape (V, D), looking up token i equals:",
-        explanation="A one-hot row vector e_i of length V picks row i: e_i @ E = E[i].",
-        options=["one_hot(i) @ E", "E @ one_hot(i)", "E[:, i]", "one_hot(i) @ E.T"],
-        answer=0,
-    ),
-}
+QUIZZES = load_quizzes("ch01")  # quizzes/ch01.toml

@@ -24,7 +24,7 @@ from .core import (
     seeded_randn,
     unseen_check,
 )
-from .widgets import MultipleChoice, Numeric
+from .widgets import load_quizzes
 
 __all__ = ["EXERCISES", "QUIZZES"]
 
@@ -614,54 +614,4 @@ EXERCISES: dict[str, Exercise] = {
     e.key: e for e in (SOFTMAX, WEIGHTS, ATTENTION, ADDITIVE)
 }
 
-QUIZZES = {
-    "quiz_axis": MultipleChoice(
-        key="quiz_axis",
-        question="In softmax(Q Kᵀ/√d_k) V with queries as rows, which numbers sum to 1?",
-        explanation="Each row: one query's weights over all keys. (In [Turner](https://arxiv.org/abs/2304.10557)'s column layout, each column of A.)",
-        options=[
-            "Each row: one query's weights over the keys",
-            "Each column: one key's weights over the queries",
-            "All N² entries together",
-            "Nothing: the weights are not normalised",
-        ],
-        answer=0,
-    ),
-    "quiz_variance": Numeric(
-        key="quiz_variance",
-        question="q and k have 64 independent entries, each with mean 0 and variance 1. What is the variance of q·k?",
-        explanation="q·k is a sum of 64 products, each of variance 1, so its variance is 64; dividing by √64 = 8 brings it back to 1.",
-        answer=64,
-    ),
-    "quiz_memory": Numeric(
-        key="quiz_memory",
-        question="Naive attention stores the weights for 8 heads, N = 1024 tokens, batch 1, in float32. How many MiB is that?",
-        explanation="8 × 1024 × 1024 weights × 4 bytes = 32 MiB, and it grows with N².",
-        answer=32,
-        unit="MiB",
-    ),
-    "quiz_mask": MultipleChoice(
-        key="quiz_mask",
-        question="Where does a mask enter attention?",
-        explanation="Masked scores become -inf before the softmax, so they get weight exactly 0 and the remaining weights still sum to 1.",
-        options=[
-            "Added to the scores (as -inf) before the softmax",
-            "Multiplied with the weights after the softmax, setting the masked ones to 0",
-            "Multiplied with the values, so that masked tokens contribute zero vectors",
-            "Added to the output",
-        ],
-        answer=0,
-    ),
-    "quiz_permutation": MultipleChoice(
-        key="quiz_permutation",
-        question="You shuffle the input tokens of a self-attention layer (no positions added). What happens to its outputs?",
-        explanation="Self-attention is permutation-equivariant: the outputs are shuffled the same way. Order must be added separately (chapter 5).",
-        options=[
-            "They are shuffled in the same way",
-            "They do not change: attention ignores the order of its inputs",
-            "They change unpredictably, as every token now attends differently",
-            "They are reversed",
-        ],
-        answer=0,
-    ),
-}
+QUIZZES = load_quizzes("ch02")  # quizzes/ch02.toml

@@ -16,7 +16,7 @@ from .core import (
 )
 from .table import Returns, Shaped, Table, WrongShape
 from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
-from .widgets import MultipleChoice, Numeric
+from .widgets import load_quizzes
 
 __all__ = ["EXERCISES", "QUIZZES"]
 
@@ -407,53 +407,4 @@ EXERCISES: dict[str, Exercise] = {
     e.key: e for e in (SPLIT, MERGE, FORWARD, COUNT, CONVERT)
 }
 
-QUIZZES = {
-    "quiz_head_width": Numeric(
-        key="quiz_head_width",
-        question="A layer has D = 512 and H = 8 heads. How wide is each head (d)?",
-        explanation="d = D/H = 64: the heads share the D features between them.",
-        answer=64,
-    ),
-    "quiz_parameters": Numeric(
-        key="quiz_parameters",
-        question="How many parameters has multi-head attention with D = 512, H = 8 and biases?",
-        explanation="4D² + 4D = 4·262,144 + 2,048 = 1,050,624, the same for any H.",
-        answer=4 * 512 * 512 + 4 * 512,
-    ),
-    "quiz_more_heads": MultipleChoice(
-        key="quiz_more_heads",
-        question="You double H at fixed D. What happens to the number of parameters?",
-        explanation="Nothing: each head gets narrower (d = D/H), so q, k, v and the output projection are still D×D in total ([Turner](https://arxiv.org/abs/2304.10557), footnote 13).",
-        options=[
-            "It stays the same",
-            "It doubles: every head adds its own D×D query, key and value maps",
-            "It halves",
-            "It grows with H²",
-        ],
-        answer=0,
-    ),
-    "quiz_rank": MultipleChoice(
-        key="quiz_rank",
-        question="[Turner](https://arxiv.org/abs/2304.10557) writes multi-head attention as a sum over heads, Y = Σ_h V_h X A_h, whose D×D matrices V_h the course calls W_OV^h (the OV matrices). What is the largest possible rank of W_OV^h?",
-        explanation="W_OV^h is the head's value projection W_v^h (D×d) times its output block W_O^h (d×D), transposed: a product through only d dimensions, so its rank is at most d = D/H.",
-        options=[
-            "d = D/H",
-            "D, since W_OV^h is D×D",
-            "H, the number of heads",
-            "min(D, N)",
-        ],
-        answer=0,
-    ),
-    "quiz_fused": MultipleChoice(
-        key="quiz_fused",
-        question="Why compute q, k and v of all heads with one D→3D matrix product and a reshape, rather than a loop over heads?",
-        explanation="The result is the same; one large matrix product keeps the hardware busy, while H small ones (and a Python loop) waste it.",
-        options=[
-            "Speed: one large product beats H small ones, with the same result",
-            "The heads then share one weight matrix, which regularises the model",
-            "It uses fewer parameters: one D×3D matrix instead of 3H matrices of D×d",
-            "The softmax needs the scores of all the heads together in one tensor",
-        ],
-        answer=0,
-    ),
-}
+QUIZZES = load_quizzes("ch03")  # quizzes/ch03.toml

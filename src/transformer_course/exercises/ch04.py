@@ -30,7 +30,7 @@ from .core import (
 )
 from .table import Raised, Returns, Table, WrongShape
 from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
-from .widgets import MultipleChoice, Numeric
+from .widgets import load_quizzes
 
 __all__ = ["EXERCISES", "QUIZZES"]
 
@@ -874,89 +874,4 @@ EXERCISES: dict[str, Exercise] = {
     e.key: e for e in (LAYER_NORM, MLP_FORWARD, PRE_NORM, POST_NORM, COUNT)
 }
 
-QUIZZES = {
-    "quiz_norm_axis": MultipleChoice(
-        key="quiz_norm_axis",
-        question="For tokens x of shape (B, N, D), what does LayerNorm ([Turner](https://arxiv.org/abs/2304.10557)'s TokenNorm) "
-        "take the mean and variance over?",
-        explanation="Over the D features of each token, separately for each of the B·N "
-        "tokens: the statistics belong to one token ([Turner](https://arxiv.org/abs/2304.10557) fig. 5). γ and β are per "
-        "feature, D values each.",
-        options=[
-            "The D features of each token, separately for every token",
-            "The N tokens of each sequence, separately for every feature",
-            "The B sequences of the batch, separately for every token position",
-            "The whole tensor at once",
-        ],
-        answer=0,
-    ),
-    "quiz_batch_norm": MultipleChoice(
-        key="quiz_batch_norm",
-        question="Why do transformers normalise tokens with LayerNorm rather than BatchNorm?",
-        explanation="BatchNorm's statistics of a feature are taken over the batch and the "
-        "sequence, so a token's output depends on the other sequences (and their padding) "
-        "and on the batch size, and it needs running averages at inference, when a batch "
-        "may hold one sequence. [Turner](https://arxiv.org/abs/2304.10557) cites it as far less stable ([Shen et al., 2020](https://proceedings.mlr.press/v119/shen20e.html)).",
-        options=[
-            "BatchNorm makes a token's output depend on the rest of the batch",
-            "BatchNorm has no learned γ and β, so it cannot rescale the features",
-            "BatchNorm needs a pass over the whole training set at every step",
-            "LayerNorm has fewer parameters than BatchNorm, so it overfits less",
-        ],
-        answer=0,
-    ),
-    "quiz_pre_norm": MultipleChoice(
-        key="quiz_pre_norm",
-        question="[Xiong et al. (2020)](https://proceedings.mlr.press/v119/xiong20b.html) compared post-norm and pre-norm blocks at "
-        "initialisation. What did they find?",
-        explanation="In post-norm every residual sum passes through a LayerNorm, and "
-        "the gradients of the parameters near the output are large at initialisation: "
-        "training needs a learning-rate warm-up. Pre-norm leaves the residual path an "
-        "identity, its gradients are well behaved, and it trains without warm-up.",
-        options=[
-            "Post-norm needs a warm-up for its large gradients near the output; "
-            "pre-norm does not",
-            "Pre-norm has exploding gradients near the output and needs a warm-up; "
-            "post-norm does not",
-            "The two compute the same function at initialisation, so their gradients "
-            "match",
-            "Pre-norm needs no normalisation at the end of the network",
-        ],
-        answer=0,
-    ),
-    "quiz_crossover": Numeric(
-        key="quiz_crossover",
-        question="Count multiply-adds per sequence of N tokens: the attention scores q kᵀ "
-        "and the weighted sum of the values cost N²·D each (all heads together), and the "
-        "MLP with d_mlp = 4D costs 2·N·D·4D = 8·N·D². For D = 512, at what N do the two "
-        "N²·D terms alone (leave out the projections) cost as much as the MLP?",
-        explanation="2·N²·D = 8·N·D² gives N = 4D = 2048: beyond it the N² terms "
-        "alone outweigh the MLP. Counting attention's four projections (4·N·D²) with "
-        "attention, as [eq. (4.2)](../book/04_block.ipynb#eq-4-2) of the chapter does, attention's total 4·N·D² + "
-        "2·N²·D equals the MLP's 8·N·D² earlier, at N = 2D = 1024.",
-        answer=4 * 512,
-    ),
-    "quiz_block_parameters": Numeric(
-        key="quiz_block_parameters",
-        question="How many parameters has a block with D = 512, H = 8, d_mlp = 2048 and "
-        "biases (LayerNorms with γ and β)?",
-        explanation="Attention 4D² + 4D = 1,050,624; the MLP 2·D·d_mlp + d_mlp + D "
-        "= 2,099,712; two LayerNorms 4D = 2,048. Total 12D² + 13D = 3,152,384.",
-        answer=3_152_384,
-    ),
-    "quiz_conv": MultipleChoice(
-        key="quiz_conv",
-        question="Applying the same MLP to every token of a (B, N, D) sequence is the same as:",
-        explanation="A convolution over the sequence with kernel size 1 (a 1×1 "
-        "convolution) applies the same D→d_mlp map at every position and mixes no "
-        "neighbours; the two layers of the MLP are two such convolutions with a ReLU "
-        "between.",
-        options=[
-            "Two 1×1 convolutions over the sequence, with a ReLU between",
-            "One convolution whose kernel spans all N tokens, mixing every position",
-            "Attention with uniform weights 1/N over all the tokens of the sequence",
-            "A recurrent network over the tokens",
-        ],
-        answer=0,
-    ),
-}
+QUIZZES = load_quizzes("ch04")  # quizzes/ch04.toml

@@ -39,7 +39,7 @@ from .core import (
     unseen_check,
 )
 from .twins import one_size_at_a_time, resized
-from .widgets import MultipleChoice, Numeric
+from .widgets import load_quizzes
 
 __all__ = ["EXERCISES", "QUIZZES"]
 
@@ -867,97 +867,4 @@ EXERCISES: dict[str, Exercise] = {
     e.key: e for e in (SINUSOIDAL, ROPE, LEARNED, RELATIVE, ALIBI)
 }
 
-QUIZZES = {
-    "quiz_word_order": MultipleChoice(
-        key="quiz_word_order",
-        question="Without any position information, why can a transformer not tell "
-        '"herbivores eat plants" from "plants eat herbivores"?',
-        explanation="Attention is permutation equivariant, softmax((PQ)(PK)ᵀ)PV = "
-        "P softmax(QKᵀ)V, and the MLP and the norms act on each token alone, so the "
-        "whole stack satisfies f(PX) = P f(X): each word gets the same output in both "
-        "sentences, wherever it stands ([Turner](https://arxiv.org/abs/2304.10557) §3).",
-        options=[
-            "Permuting the tokens only permutes the outputs: each word gets the same "
-            "vector in both",
-            "The softmax weights sum to 1, which averages away the order of the words",
-            "Without positions every token gets the same weights, so all outputs are "
-            "equal",
-            "The MLP mixes the tokens of a sentence together, which scrambles their "
-            "order",
-        ],
-        answer=0,
-    ),
-    "quiz_concatenate": MultipleChoice(
-        key="quiz_concatenate",
-        question="Instead of adding a position vector e_n to the token x_n, you "
-        "concatenate them, [x_n; e_n], and a linear map J follows (the queries, keys "
-        "or values; J as in the chapter's [eq. (5.1)](../book/05_positions.ipynb#eq-5-1)). What have you built?",
-        explanation="Split J into the blocks acting on each half: J [x_n; e_n] = "
-        "J₁ x_n + J₂ e_n, a linear map of the token plus a position vector "
-        "e'_n = J₂ e_n: the additive construction, [eq. (5.1)](../book/05_positions.ipynb#eq-5-1) ([Turner](https://arxiv.org/abs/2304.10557)'s footnote 19). "
-        "Adding loses nothing, and keeps the width D.",
-        options=[
-            "The same as adding a linearly mapped position vector to a linearly mapped "
-            "token",
-            "Something strictly more expressive than adding, as token and position "
-            "stay in separate features",
-            "A model that can no longer tell content from position",
-            "Relative positions, as in RoPE: the scores then depend on n − n′ only",
-        ],
-        answer=0,
-    ),
-    "quiz_wavelength": Numeric(
-        key="quiz_wavelength",
-        question="In the sinusoidal table with D = 4, pair k = 1 (features 2 and 3) "
-        "has the lowest frequency. After how many positions does it repeat (its "
-        "wavelength 2π/ω₁)? Three significant figures are enough.",
-        explanation="ω₁ = 1/10000^(2·1/4) = 1/100, so the wavelength is 2π·100 ≈ "
-        "628.3 tokens. In general the slowest pair, k = D/2 − 1, has wavelength "
-        "2π·10000^((D−2)/D), close to 2π·10000 for large D.",
-        answer=2 * torch.pi * 100,
-        rel_tol=2e-3,
-    ),
-    "quiz_causal_mask": MultipleChoice(
-        key="quiz_causal_mask",
-        question="A causal language model has no position encoding at all. Can it "
-        "know where a token is?",
-        explanation="Roughly, yes ([Turner](https://arxiv.org/abs/2304.10557)'s footnote 21): under the causal mask token n "
-        "averages over n + 1 tokens, so the statistics of its attention output (an "
-        "average of more random vectors is smaller) tell it how far along it is. "
-        "Without the mask every token sees the same set and it cannot.",
-        options=[
-            "Roughly: token n's output averages n + 1 tokens, whose spread tells it n",
-            "No: without an encoding every model is permutation equivariant",
-            "Exactly: the mask gives each token its position as a feature",
-            "Only if the vocabulary contains position tokens",
-        ],
-        answer=0,
-    ),
-    "quiz_rope_values": MultipleChoice(
-        key="quiz_rope_values",
-        question="RoPE rotates each head's queries and keys by their positions. Why "
-        "not the values?",
-        explanation="Positions are meant to change which tokens attend to which: the "
-        "scores q̃_n · k̃_n′ = q_nᵀ R_(n−n′) k_n′ ([eq. (5.6)](../book/05_positions.ipynb#eq-5-6)). Rotating the values by "
-        "their absolute "
-        "positions would not change the weights at all, and would put absolute "
-        "positions into the output that the relative scores keep out.",
-        options=[
-            "The scores q̃·k̃ carry n − n′; rotated values would put absolute positions "
-            "in the output",
-            "The values have an odd width and cannot be split into pairs",
-            "Rotated values would change the attention weights, which must depend on "
-            "n − n′",
-            "They are: the output projection applies the inverse rotations to the values",
-        ],
-        answer=0,
-    ),
-    "quiz_learned_parameters": Numeric(
-        key="quiz_learned_parameters",
-        question="GPT-2 (small) learns its positions: a table for 1024 positions and "
-        "width D = 768. How many parameters does the table have?",
-        explanation="One row of D numbers per position: max_len × D = 1024 × 768 = "
-        "786,432. The sinusoidal table has none, and RoPE none either.",
-        answer=1024 * 768,
-    ),
-}
+QUIZZES = load_quizzes("ch05")  # quizzes/ch05.toml

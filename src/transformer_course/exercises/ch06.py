@@ -39,7 +39,7 @@ from .core import (
     seeded_randn,
     unseen_check,
 )
-from .widgets import MultipleChoice, Numeric
+from .widgets import load_quizzes
 
 __all__ = ["EXERCISES", "NOTES_SCORES", "QUIZZES", "next_token_distribution"]
 
@@ -907,111 +907,4 @@ EXERCISES: dict[str, Exercise] = {
     for e in (CAUSAL_WEIGHTS, NEXT_TOKEN_LOSS, NEXT_TOKEN_PROBS, ATTEND_WITH_CACHE)
 }
 
-QUIZZES = {
-    "quiz_passes": Numeric(
-        key="quiz_passes",
-        question="Without the mask, predicting tokens 2 to N of a sequence of "
-        "N = 100 tokens takes N − 1 passes, one over each prefix w₁, w₁:₂, …, "
-        "w₁:N−1 ([Turner](https://arxiv.org/abs/2304.10557) §4.1). How many token positions do those passes process "
-        "in total? (One masked pass processes 100.)",
-        explanation="1 + 2 + … + 99 = 99·100/2 = 4,950, about N²/2, and each pass "
-        "costs attention over its own prefix on top. With the mask one pass of N "
-        "tokens gives all N predictions at once. (§6.2 of the chapter counts N "
-        "passes, because it also predicts the token after the window.)",
-        answer=99 * 100 // 2,
-    ),
-    "quiz_incremental": MultipleChoice(
-        key="quiz_incremental",
-        question="The incremental property, the chapter's [eq. (6.3)](../book/06_gpt.ipynb#eq-6-3), X⁽ⁿ⁾ = X⁽ⁿ⁺¹⁾₁:ₙ "
-        "(the first n rows of the output on n + 1 tokens are the output on n "
-        "tokens), says that appending a token changes nothing computed for the "
-        "earlier ones. What does it buy?",
-        explanation="[Turner](https://arxiv.org/abs/2304.10557) lists both: at training time one masked pass over a "
-        "window's N inputs gives all N predictions p(wₙ₊₁ | w₁:ₙ), row n having seen "
-        "w₁:ₙ only, and at generation time the representations (in practice each "
-        "block's keys and values, a KV cache) of the earlier tokens are kept, so each "
-        "new token costs one pass of one token.",
-        options=[
-            "All N predictions in one training pass, and a KV cache for generation",
-            "Attention whose cost grows linearly rather than quadratically with the "
-            "length N",
-            "A model that can read sequences longer than the context it was trained on",
-            "Token representations that no longer need positional information",
-        ],
-        answer=0,
-    ),
-    "quiz_notes_softmax": Numeric(
-        key="quiz_notes_softmax",
-        question='In the notes\' "This is a dog", the token "is" (row 1, counting '
-        'from 0) has the scores 0.1, 0.6, 0.2 and 0.1 for "This", "is", "a" and '
-        '"dog". Without the causal mask, what weight does "is" give to itself? '
-        "(Three decimals.)",
-        explanation="exp(0.6) / (exp(0.1) + exp(0.6) + exp(0.2) + exp(0.1)) ≈ 0.347. "
-        'With the mask, the later tokens "a" and "dog" drop out of the sum, and '
-        '"is" gives itself 1 / (1 + exp(−0.5)) ≈ 0.622 and "This" 0.378: masking '
-        "shares the weight among the tokens that remain, each row still summing "
-        "to 1. The other masked rows: row 2 is [0.258, 0.316, 0.426], row 3 "
-        "[0.214, 0.262, 0.262, 0.262].",
-        answer=round(
-            math.exp(0.6) / (2 * math.exp(0.1) + math.exp(0.6) + math.exp(0.2)), 3
-        ),
-        rel_tol=2e-3,
-    ),
-    "quiz_uniform_loss": Numeric(
-        key="quiz_uniform_loss",
-        question="A character-level model of tiny Shakespeare has V = 65 characters. "
-        "What cross-entropy (in nats, per character) does the uniform model get, the "
-        "one that gives every character probability 1/65? (Two decimals.)",
-        explanation="−log(1/65) = ln 65 ≈ 4.17 nats, whatever the text: the loss of "
-        "an untrained GPT, whose logits are all about equal, starts here. A bigram "
-        "count model gets about 2.5.",
-        answer=math.log(65),
-        rel_tol=2e-3,
-    ),
-    "quiz_tying": MultipleChoice(
-        key="quiz_tying",
-        question="A GPT with weight tying (Press & Wolf, 2017; GPT-2): what do the "
-        "output head and the token embedding share?",
-        explanation="The head scores token w by h_n · g_w, with g_w the embedding "
-        "of w: one (V, D) matrix serves as the embedding table and as the head's "
-        "weights, which saves V·D parameters (about 38 million in GPT-2 small).",
-        options=[
-            "One (V, D) matrix: the head's vector g_w for token w is w's embedding",
-            "A (D, D) matrix mapping the last hidden state back to embedding space",
-            "The positional embeddings, so the head knows where each token is",
-            "The first block's query and key projections",
-        ],
-        answer=0,
-    ),
-    "quiz_masking_cost": MultipleChoice(
-        key="quiz_masking_cost",
-        question="[Turner](https://arxiv.org/abs/2304.10557)'s footnote 22: what does the causal mask cost?",
-        explanation="A masked token's representation can use only the tokens before "
-        "it, never the context after it: the model loses representational power. "
-        "How much that matters, and whether more capacity (larger D) makes up for it, "
-        "is an open question.",
-        options=[
-            "Representational power: each token sees only the tokens before it",
-            "Nothing: masked and unmasked attention represent the same functions",
-            "Training speed: the model needs one forward pass per predicted token",
-            "Memory: the mask adds N² learned parameters to every attention layer",
-        ],
-        answer=0,
-    ),
-    "quiz_temperature": MultipleChoice(
-        key="quiz_temperature",
-        question="Sampling from softmax(logits / T): what happens as the temperature "
-        "T goes to 0?",
-        explanation="Dividing by a small T stretches the gaps between logits, so the "
-        "largest one takes all the probability: T → 0 is greedy decoding (argmax), "
-        "which tc.sample_next does for T = 0. T → ∞ flattens the distribution towards "
-        "uniform.",
-        options=[
-            "Every sample is the most likely token (greedy decoding)",
-            "The distribution flattens towards uniform over the vocabulary",
-            "Only the top-k tokens remain, with uniform weights over them",
-            "Nothing changes: dividing every logit by T keeps their order",
-        ],
-        answer=0,
-    ),
-}
+QUIZZES = load_quizzes("ch06")  # quizzes/ch06.toml

@@ -40,7 +40,7 @@ from .core import (
     unseen_check,
 )
 from .twins import fresh_tiles, fresh_values, grown, one_size_at_a_time, resized
-from .widgets import MultipleChoice, Numeric
+from .widgets import load_quizzes
 
 __all__ = ["EXERCISES", "QUIZZES"]
 
@@ -1048,94 +1048,4 @@ EXERCISES: dict[str, Exercise] = {
     e.key: e for e in (EMBEDDING, CLASS_TOKEN, HEAD, ROLLOUT, FLOPS)
 }
 
-QUIZZES = {
-    "quiz_tokens": Numeric(
-        key="quiz_tokens",
-        question="A ViT with a class token reads the 8×8 digits in 4×4 patches. How "
-        "many tokens do its blocks see?",
-        explanation="(8/4)·(8/4) = 4 patches, plus the class token x_0: 5 tokens, "
-        "each of width D. The patch embedding maps 4·4·1 = 16 pixels to each.",
-        answer=5,
-    ),
-    "quiz_convolution": MultipleChoice(
-        key="quiz_convolution",
-        question="The patch embedding, W p_n + b, for p×p patches of a C-channel "
-        "image, is the same map as which layer?",
-        explanation="A convolution with kernel p and stride p visits each patch "
-        "exactly once, and each of its D filters is one row of W reshaped to "
-        "(C, p, p): nn.Conv2d(C, D, kernel_size=p, stride=p) (PatchEmbedding."
-        "as_conv2d). Its outputs, (B, D, height/p, width/p), flattened row by row and "
-        "transposed, are the tokens.",
-        options=[
-            "nn.Conv2d(C, D, kernel_size=p, stride=p)",
-            "nn.Conv2d(C, D, kernel_size=p, stride=1, padding=p // 2)",
-            "nn.Conv2d(C, D, kernel_size=1, stride=p)",
-            "nn.Linear(C·height·width, D)",
-        ],
-        answer=0,
-    ),
-    "quiz_shuffle": MultipleChoice(
-        key="quiz_shuffle",
-        question="A ViT without position embeddings, with a class token, is shown a "
-        "digit whose patches have been shuffled. What happens to its prediction?",
-        explanation="Without positions the blocks are permutation equivariant "
-        "(chapter 5): shuffling the patch tokens shuffles their outputs, and the "
-        "class token, which attends to all of them with weights that do not "
-        "depend on their order, ends up exactly the same. The model sees a bag of "
-        "patches; that is why the 16-patch ViT without positions falls from about "
-        "98 % to about 75 %.",
-        options=[
-            "Nothing: the class token ends up exactly the same",
-            "It changes, because the class token sits at position 0",
-            "It changes, because the MLP mixes neighbouring patches",
-            "Nothing, but only with mean pooling instead of a class token",
-        ],
-        answer=0,
-    ),
-    "quiz_mlp_dominates": MultipleChoice(
-        key="quiz_mlp_dominates",
-        question="Per block, attention costs 8·L·D² + 4·L²·D FLOPs and the MLP "
-        "(d_mlp = 4D) 16·L·D², for L tokens. When is the MLP the larger part?",
-        explanation="16LD² > 8LD² + 4L²D exactly when 8LD² > 4L²D, that is L < 2D "
-        "(chapter 4's crossover). Large patches give few tokens, so the MLP "
-        "dominates ([Turner](https://arxiv.org/abs/2304.10557)'s footnote 14); small patches give many, and attention's "
-        "L² term takes over.",
-        options=[
-            "When there are fewer than 2D tokens: large patches, few tokens",
-            "When there are more than 2D tokens: small patches, many tokens",
-            "Always: its 16·L·D² is twice the 8·L·D² of attention's projections",
-            "Never: attention has the L² term",
-        ],
-        answer=0,
-    ),
-    "quiz_halving": Numeric(
-        key="quiz_halving",
-        question="A ViT without a class token goes from 4×4 to 2×2 patches on the same "
-        "image. By what factor does attention's L² term grow?",
-        explanation="Halving p doubles the patches along each side: 4 times the "
-        "tokens, so L² grows 4² = 16-fold, while the projections and the MLP, "
-        "linear in L, grow 4-fold.",
-        answer=16,
-    ),
-    "quiz_inductive_bias": MultipleChoice(
-        key="quiz_inductive_bias",
-        question="On 1,437 training digits the ViT has no edge over a small CNN "
-        "(in the chapter's single run the CNN is ahead; over three seeds the "
-        "intervals cannot rank them). Which explanation does the chapter's "
-        "evidence support?",
-        explanation="A convolution slides the same small filter over every "
-        "position: locality and equivariance to shifts are built in. The ViT's "
-        "patch embedding is local within a patch, but which patches are neighbours "
-        "it must learn through its position table, from few images; without "
-        "positions the 16-patch ViT drops to about 75 %.",
-        options=[
-            "The CNN builds in locality and shift equivariance; the ViT must learn "
-            "which patches are neighbours",
-            "Attention cannot represent a convolution, so the ViT cannot learn local "
-            "filters",
-            "The ViT has too many parameters to train on a CPU",
-            "8×8 digits are too small to cut into patches without losing their strokes",
-        ],
-        answer=0,
-    ),
-}
+QUIZZES = load_quizzes("ch07")  # quizzes/ch07.toml

@@ -24,9 +24,11 @@ import re
 import sys
 import tempfile
 import textwrap
+import tomllib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -789,3 +791,15 @@ def progress_widget(
         for key, title in zip(keys, titles, strict=True)
     )
     return box
+
+
+def load_quizzes(name: str) -> dict[str, _Quiz]:
+    """The quizzes of one chapter's exercise notebook, from ``quizzes/NAME.toml``
+    beside this module, in its order: an entry with ``options`` is a
+    :class:`MultipleChoice`, one without a :class:`Numeric`."""
+    source = resources.files(__package__).joinpath("quizzes", f"{name}.toml")
+    entries = tomllib.loads(source.read_text(encoding="utf-8"))
+    return {
+        key: (MultipleChoice if "options" in entry else Numeric)(key=key, **entry)
+        for key, entry in entries.items()
+    }
