@@ -35,3 +35,38 @@ def test_a_gpt_forward_pass_reads_in_at_most_350_lines():
     found = tool["totals"]()
     assert 200 < found["model"] <= 350, found
     assert found["validation"] > 0
+
+
+def test_the_wheel_holds_every_data_file_the_package_reads(tmp_path):
+    """An install from a wheel (Colab's ``pip install``) has the corpus, the
+    recorded figures and the quizzes: every file of the package that is not
+    Python, built here from a copy of the sources (no network, about 1 s)."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, tmp_path / name)
+    package = root / "src" / "transformer_course"
+    shutil.copytree(
+        package,
+        tmp_path / "src" / "transformer_course",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    options = ["-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist")]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", *options, str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    inside = set(zipfile.ZipFile(wheel).namelist())
+    data = {
+        "transformer_course/" + path.relative_to(package).as_posix()
+        for path in package.rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc")
+    }
+    assert {"transformer_course/exercises/quizzes/ch05.toml"} <= data
+    assert data <= inside, sorted(data - inside)
