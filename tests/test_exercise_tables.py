@@ -1,9 +1,11 @@
-"""One harness for the exercise tables of chapters 3–7 (issue 24): each
+"""One harness for the exercise tables of every chapter (issue 24): each
 chapter's test file holds its data, the answers and the hints they must get
-(``MISTAKES``, ``PROPERTY_MISTAKES``, ``HONEST``), and these tests run them all.
+(``MISTAKES``, ``CHECK_MISTAKES``, ``PROPERTY_MISTAKES``, ``HONEST``), and these
+tests run them all.
 
 * a usual mistake fails, loses points, and its first failing check gives its hint;
-* a mistake that only a property check catches fails that check, with its hint;
+* a mistake named with the check it fails (a property check, say) fails that
+  check, with its hint, and loses points;
 * an honest answer written another way gets full marks;
 * running every reference solution's checks leaves PyTorch's global random
   state as it was (checks draw from their own generators);
@@ -31,7 +33,12 @@ from exercise_helpers import (
 from transformer_course.exercises import CHAPTERS, chapter, core
 from transformer_course.exercises.table import Table
 
-TABLES = {n: importlib.import_module(f"test_exercises_ch{n:02d}") for n in range(3, 8)}
+TABLES = {
+    n: importlib.import_module(
+        f"test_exercises_ch{n:02d}" if n > 1 else "test_exercises"
+    )
+    for n in CHAPTERS
+}
 
 
 def _rows(name: str) -> list[tuple]:
@@ -45,13 +52,13 @@ def _ids(rows: list[tuple]) -> list[str]:
 
 
 MISTAKES = _rows("MISTAKES")
-PROPERTY_MISTAKES = _rows("PROPERTY_MISTAKES")
+CHECK_MISTAKES = _rows("CHECK_MISTAKES") + _rows("PROPERTY_MISTAKES")
 HONEST = _rows("HONEST")
 
 
 def test_every_chapter_has_its_tables():
-    assert {row[0] for row in MISTAKES} == set(TABLES)
-    assert {row[0] for row in PROPERTY_MISTAKES} == {4, 5, 6, 7}
+    assert {row[0] for row in MISTAKES} == set(TABLES) - {1, 2}
+    assert {row[0] for row in CHECK_MISTAKES} == set(TABLES) - {3}
     assert {row[0] for row in HONEST} >= {5, 7}
 
 
@@ -65,10 +72,10 @@ def test_usual_mistake_gets_its_hint_and_loses_points(n, key, source_code, hint)
 
 @pytest.mark.parametrize(
     ("n", "key", "source_code", "check", "hint"),
-    PROPERTY_MISTAKES,
-    ids=_ids(PROPERTY_MISTAKES),
+    CHECK_MISTAKES,
+    ids=_ids(CHECK_MISTAKES),
 )
-def test_property_check_names_the_mistake(n, key, source_code, check, hint):
+def test_a_mistake_fails_its_check_with_its_hint(n, key, source_code, check, hint):
     assert_check_hint(chapter(n).exercises[key], source_code, check, hint)
 
 

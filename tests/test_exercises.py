@@ -45,8 +45,9 @@ def fn(source, name):
     return namespace_from([source])[name]
 
 
-# (exercise, wrong implementation, the check that must fail, words of its hint)
-MISTAKES = [
+# (exercise, wrong implementation, the check that must fail, words of its hint),
+# run by tests/test_exercise_tables.py
+CHECK_MISTAKES = [
     (
         "build_char_vocab",
         WRONG["build_char_vocab"],
@@ -144,21 +145,6 @@ MISTAKES = [
         "F.embedding",
     ),
 ]
-
-
-@pytest.mark.parametrize(
-    ("key", "source", "check", "hint"),
-    MISTAKES,
-    ids=[f"{m[0]}-{i}" for i, m in enumerate(MISTAKES)],
-)
-def test_usual_mistake_fails_the_intended_check_with_its_hint(key, source, check, hint):
-    exercise = EXERCISES[key]
-    report = core.run_exercise(exercise, fn(source, exercise.function))
-    failed = failing(report)
-    assert check in failed, failed
-    assert hint in failed[check]
-    assert report.status == "failed"
-    assert 0 <= report.score < exercise.points
 
 
 def test_a_wrong_answer_earns_nothing_once_unseen_inputs_fail():
