@@ -2456,3 +2456,109 @@ def test_a_cycle_older_than_the_call_is_collected_under_the_watch():
     (outcome,) = runner.call_cases(drops_it, softmax, ["softmax"])
     assert seen["ran"], "the finally did not run before the call returned"
     assert outcome["error"] == "ForbiddenUse", outcome
+
+
+# --- the fifty-second red team ----------------------------------------------------
+
+
+def test_the_profile_hook_runs_no_code_of_the_learners():
+    """Red team 52: for a C method of an ndarray subclass the hook asked
+    ``hasattr(owner, "nin")``, which ran the subclass's property inside the
+    hook, where no profile event fires: nn.TransformerEncoderLayer (4/4, 3/3)
+    and, in a thread started there, torch.softmax (3/3) went unseen. The hook
+    reads nothing of the learner's objects, nor of a function's globals that
+    a dict subclass could answer."""
+    import types
+
+    import numpy as np
+
+    from transformer_course.exercises import runner
+
+    ran = []
+
+    class Window(np.ndarray):
+        @property
+        def nin(self):
+            ran.append("nin")
+            return 1
+
+        @property
+        def __name__(self):
+            ran.append("__name__")
+            return "sum"
+
+    class Globals(dict):
+        def get(self, *args):
+            ran.append("get")
+            return dict.get(self, *args)
+
+        def __contains__(self, key):
+            ran.append("in")
+            return dict.__contains__(self, key)
+
+    def helper(x):
+        return x.exp()
+
+    odd_globals = Globals(vars(np))  # names the module numpy, whose dict it is not
+    in_odd_globals = types.FunctionType(helper.__code__, odd_globals, "helper")
+    window = np.zeros(2).view(Window)
+
+    def answer(x):
+        window.sum()  # a C method of the subclass: the hook sees it
+        e = in_odd_globals(x - x.amax(-1, keepdim=True))  # a Python call
+        return e / e.sum(-1, keepdim=True)
+
+    x = torch.randn(2, 3)
+    (outcome,) = runner.call_cases(answer, [(x,)], ["softmax"])
+    assert ran == [], ran
+    assert outcome["error"] is None, outcome
+    torch.testing.assert_close(outcome["value"], torch.softmax(x, -1))
+
+
+def test_a_forbidden_operators_kernels_are_replaced_for_every_backend():
+    """Red team 52 ran torch.softmax on an MKL-DNN tensor in a thread where no
+    mode was on: the kernels replaced were CPU, CUDA, sparse and composite
+    ones, a list by hand; MkldnnCPU's and NestedTensorCPU's stayed. The keys
+    are read from the dispatcher now, and every one refuses."""
+    from transformer_course.exercises import runner
+
+    assert {"CPU", "MkldnnCPU", "NestedTensorCPU"} <= set(
+        runner._kernel_keys("_softmax")
+    )
+    assert {"CPU", "MkldnnCPU"} <= set(runner._kernel_keys("native_batch_norm"))
+    assert "Meta" not in runner._kernel_keys("_softmax")  # shapes only, passed on
+    watch = runner._Watch(["softmax"])
+    dense = torch.randn(2, 4)
+    with watch.kernels():
+        for x in (dense, dense.to_mkldnn()):
+            with pytest.raises(runner.ForbiddenUse):
+                torch._softmax(x, -1, False)
+    torch._softmax(dense.to_mkldnn(), -1, False)  # torch's own again, after
+
+
+#: Red team 52's chapter-2 cell: torch.softmax on an MKL-DNN tensor, run in a
+#: thread of asyncio's that the window of a property read by the profile hook
+#: started (3/3 from the grader before the fix).
+HOOK_WINDOW_SOFTMAX = 'import asyncio\n\nimport numpy as np\n\nimport torch\n\nBOX = {}\n\n\nclass Window(np.ndarray):\n    """The runner\'s profile hook asks hasattr(owner, "nin") of any C method\n    whose owner\'s class is NumPy\'s: this property runs inside the hook, where\n    no profile event fires (and, in a thread of asyncio\'s, no torch mode is on)."""\n\n    @property\n    def nin(self):\n        job = BOX.pop("job", None) or BOX.pop("job_in_thread", None)\n        if job is not None:\n            job()\n        return 1\n\n\nWINDOW = np.zeros(1).view(Window)\n\n\ndef unprofiled(job):\n    BOX["job"] = job\n    WINDOW.sum()  # a C call: the hook reads WINDOW.nin\n\n\nclass Loop(asyncio.SelectorEventLoop):\n    # asyncio\'s _getaddrinfo_debug, run in the executor\'s thread, calls\n    # self.time(): a C method of WINDOW, so the thread\'s hook reads .nin too\n    time = WINDOW.sum\n\n\ndef in_a_thread(job):\n    def start():\n        loop = Loop()\n        loop.set_debug(True)\n        BOX["loop"] = loop\n        BOX["job_in_thread"] = job\n        try:\n            loop.run_until_complete(loop.getaddrinfo("localhost", 1))\n        except Exception:\n            pass\n\n    unprofiled(start)\n\n\ndef stable_softmax(x):\n    """x (..., N) -> (..., N)."""\n    def job():\n        d = x.detach(); BOX["out"] = torch.softmax(d.float().reshape(-1, d.shape[-1]).to_mkldnn(), dim=-1).to_dense().reshape(d.shape).to(d.dtype)\n        BOX["loop"].set_debug(False)  # its callback checks would run unwatched-looking code\n\n    BOX["thread_job"] = job\n    in_a_thread(job)\n    return BOX.pop("out")\n'
+
+
+@needs_bwrap
+def test_the_grader_refuses_a_softmax_run_in_the_profile_hooks_window(tmp_path):
+    grade = _grade_stable_softmax(tmp_path, HOOK_WINDOW_SOFTMAX)
+    assert grade.points == 0, grade
+
+
+def test_a_module_that_names_itself_otherwise_is_not_the_learners():
+    """Red team 52's note: ``_collections_abc`` calls itself "collections.abc",
+    another module in sys.modules, so its frames counted as the learner's (an
+    isinstance against an abstract collection, in a thread, was refused as
+    unwatched). Its spec names it rightly."""
+    import _collections_abc
+
+    from transformer_course.exercises import runner
+
+    watch = runner._Watch([])
+    frame = type("Frame", (), {"f_globals": vars(_collections_abc)})
+    assert vars(_collections_abc)["__name__"] == "collections.abc"
+    assert not watch._learners(frame)
+    assert watch._learners(type("Frame", (), {"f_globals": {"__name__": "numpy"}}))

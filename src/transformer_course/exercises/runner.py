@@ -697,14 +697,45 @@ _RAW_THREADS = frozenset(
     {"start_new_thread", "_start_new_thread", "start_joinable_thread", "start_new"}
 )
 
-_KERNEL_KEYS = (
-    "CPU",
-    "CUDA",
-    "SparseCPU",
-    "SparseCUDA",
-    "CompositeImplicitAutograd",
-    "CompositeExplicitAutograd",
+#: Dispatch keys whose kernels wrap another's and pass the call on (or only
+#: infer shapes): a forbidden operator's kernels are replaced for every other
+#: key the dispatcher holds one for (see :func:`_kernel_keys`).
+_PASSING_KEYS = (
+    "Autograd",
+    "Tracer",
+    "FuncTorch",
+    "Functionalize",
+    "ADInplaceOrView",
+    "Autocast",
+    "Batched",
+    "Python",
+    "Meta",
+    "BackendSelect",
+    "Named",
+    "Conjugate",
+    "Negative",
+    "ZeroTensor",
 )
+
+
+def _kernel_keys(qualified: str) -> list[str]:
+    """The dispatch keys that compute ``aten::qualified`` on some backend:
+    every key with a kernel of its own in the dispatcher's table (CPU, CUDA,
+    MkldnnCPU, NestedTensorCPU, the sparse and composite ones...) but those
+    that pass the call on. Read from the dispatcher, not listed by hand: the
+    fifty-second red team's softmax ran on MkldnnCPU's kernel, which a list of
+    CPU, CUDA, sparse and composite keys left in place."""
+    keys = []
+    for line in torch._C._dispatch_dump(f"aten::{qualified}").splitlines():
+        key, _, rest = line.partition(": registered at ")
+        key = key.removesuffix("[alias]")
+        if rest and key.isidentifier() and not key.startswith(_PASSING_KEYS):
+            with contextlib.suppress(RuntimeError):  # "debug", no key
+                if torch._C._dispatch_has_kernel_for_dispatch_key(
+                    f"aten::{qualified}", key
+                ):
+                    keys.append(key)
+    return keys
 
 
 class ForbiddenUse(Exception):  # noqa: N818  (reported to the learner by name)
@@ -858,6 +889,64 @@ def _module_of(kind: type) -> str:
     metaclass's property, a ``str`` subclass's methods): "" if not a str."""
     module = _CLASS_MODULE.__get__(kind)
     return module if type(module) is str else ""
+
+
+_PARTIAL_FUNC = functools.partial.__dict__["func"]
+_UFUNC = __import__("numpy").ufunc
+_UFUNC_NAME = _UFUNC.__dict__["__name__"]
+#: The C function types whose name, module and bound object the profile hook
+#: reads, through their own getters (their attributes run no Python code).
+_C_FUNCTION_TYPES = tuple(
+    {
+        type(len),  # builtin_function_or_method: len, [].append
+        type(str.join),  # method_descriptor
+        type("".__add__),  # method-wrapper
+        type(object.__init__),  # wrapper_descriptor
+        type(dict.__dict__["fromkeys"]),  # classmethod_descriptor
+    }
+)
+
+
+def _c_function_parts(function: object) -> tuple[str, str, object]:
+    """(name, module, bound object) of a C function, as its type's own getters
+    give them; ("", "", None) for anything else (nothing of it is read)."""
+    kind = type(function)
+    if kind not in _C_FUNCTION_TYPES:
+        return "", "", None
+    parts = []
+    for attribute in ("__name__", "__module__", "__self__"):
+        getter = kind.__dict__.get(attribute)
+        value = getter.__get__(function) if getter is not None else None
+        parts.append(value)
+    name, module, owner = parts
+    return (
+        name if type(name) is str else "",
+        module if type(module) is str else "",
+        owner,
+    )
+
+
+#: sys.modules as the interpreter keeps it (a cell may rebind the name).
+_SYS_MODULES = sys.modules
+_MODULE_SPEC = importlib.machinery.ModuleSpec
+
+
+def _modules_named(namespace: dict) -> list[types.ModuleType]:
+    """The modules of sys.modules that ``namespace`` names as its own, by its
+    ``__name__`` and by its spec's name (``_collections_abc`` calls itself
+    "collections.abc", another module), read without running any code of an
+    object's own: only real modules are returned."""
+    names = [dict.get(namespace, "__name__")]
+    spec = dict.get(namespace, "__spec__")
+    if type(spec) is _MODULE_SPEC:
+        names.append(object.__getattribute__(spec, "__dict__").get("name"))
+    found = []
+    for name in names:
+        if type(name) is str:
+            module = dict.get(_SYS_MODULES, name)
+            if types.ModuleType in _CLASS_MRO.__get__(type(module)):
+                found.append(module)
+    return found
 
 
 def _owners_module(kind: type) -> str:
@@ -1316,17 +1405,21 @@ class _Watch:
     def _python_hit(self, frame, event, arg) -> str | None:
         """The forbidden key a profiled call matches, or "escape"."""
         if event == "c_call":
-            while isinstance(arg, functools.partial):  # partial(gc.get_objects)()
-                arg = arg.func
-            name, caller = getattr(arg, "__name__", ""), frame
+            # Only C getters of C types are read here, never an attribute of
+            # the learner's objects: code run inside this hook raises no profile
+            # events, so nothing would watch it (the fifty-second red team ran
+            # nn.TransformerEncoderLayer in a property of an ndarray subclass
+            # that `hasattr(owner, "nin")` read here)
+            while type(arg) is functools.partial:  # partial(gc.get_objects)()
+                arg = _PARTIAL_FUNC.__get__(arg)
+            name, own, owner = _c_function_parts(arg)
+            caller = frame
             # a C function's own module, or its object's (tensor.tolist: "torch")
-            own = getattr(arg, "__module__", None) or ""
-            owner = getattr(arg, "__self__", None)
             callee_module = own
             if not callee_module and owner is not None:
                 callee_module = _owners_module(type(owner))
-            if callee_module == "numpy" and hasattr(owner, "nin"):
-                name = getattr(owner, "__name__", name)  # np.logaddexp.reduce
+            if type(owner) is _UFUNC:
+                name = _UFUNC_NAME.__get__(owner)  # np.logaddexp.reduce
             if (
                 self.names
                 and callee_module in ("_thread", "threading")
@@ -1340,7 +1433,8 @@ class _Watch:
                 return "compiled"
         elif event == "call":
             name, caller = frame.f_code.co_name, frame.f_back
-            callee_module = frame.f_globals.get("__name__") or ""
+            callee_module = dict.get(frame.f_globals, "__name__")
+            callee_module = callee_module if type(callee_module) is str else ""
             if (
                 self.moded
                 and torch._C._len_torch_function_stack() == 0
@@ -1349,7 +1443,7 @@ class _Watch:
                 return _UNWATCHED
             if self.names and (
                 callee_module.startswith(_COMPILED)
-                or "async_compile" in frame.f_globals
+                or dict.__contains__(frame.f_globals, "async_compile")
             ):  # torch.compile's code, or a module inductor generated
                 return "compiled"
             if self.names and callee_module == "ctypes":
@@ -1413,10 +1507,11 @@ class _Watch:
             return False
         if id(frame.f_globals) in _REPLACED_MODULES:  # torch._VF.__getattr__
             return False
-        name = dict.get(frame.f_globals, "__name__")
-        module = sys.modules.get(name) if type(name) is str else None
-        return not isinstance(module, types.ModuleType) or (
-            _MODULE_DICT.__get__(module) is not frame.f_globals
+        # read without running code of the learner's: a dict subclass's get,
+        # an object in sys.modules whose __class__ is a property
+        return not any(
+            _MODULE_DICT.__get__(module) is frame.f_globals
+            for module in _modules_named(frame.f_globals)
         )
 
     @contextlib.contextmanager
@@ -1464,14 +1559,11 @@ class _Watch:
                         qualified = (
                             name if overload == "default" else f"{name}.{overload}"
                         )
-                        for dispatch_key in _KERNEL_KEYS:
+                        for dispatch_key in _kernel_keys(qualified):
                             with contextlib.suppress(RuntimeError):
-                                if torch._C._dispatch_has_kernel_for_dispatch_key(
-                                    f"aten::{qualified}", dispatch_key
-                                ):
-                                    library.impl(
-                                        qualified, self._refusal(key), dispatch_key
-                                    )
+                                library.impl(
+                                    qualified, self._refusal(key), dispatch_key
+                                )
             yield
             if library.m is None:  # destroyed from the learner's code
                 self.hits.append("escape")
