@@ -38,6 +38,7 @@ from .core import (
     unseen,
     unseen_check,
 )
+from .table import Holds, Returns, Table, WrongShape
 from .twins import one_size_at_a_time, resized
 from .widgets import load_quizzes
 
@@ -97,56 +98,62 @@ def _table_cases():
     return [(6, 4), (10, 8), (1, 2), (50, 16)]
 
 
-def _judge_table(cases, outcomes):
-    for (N, D), got in each_value(cases, outcomes):
-        want = sinusoidal_positions(N, D, dtype=torch.float64)
-        if _close_table(got, want, N):
-            continue
-        if tuple(got.shape) != (N, D):
-            if tuple(got.shape) == (D, N):
-                raise Failed(
-                    f"One row per position: the table is (N, D) = {(N, D)}, got {(D, N)}."
-                )
-            raise Failed(
-                f"For N = {N} tokens and D = {D} features the table is (N, D) = "
-                f"{(N, D)}, got {tuple(got.shape)}."
+TABLE_TABLE = Table(
+    reference=lambda N, D: sinusoidal_positions(N, D, dtype=torch.float64),
+    equal=lambda got, want: _close_table(got, want, want.shape[0]),
+    row_equal=_close,
+    case_by_case=True,
+    rows=(
+        Holds(  # not when N = D: then a transposed table has the right shape
+            lambda case, got: tuple(got.shape) == case[::-1] != case,
+            lambda case, got, want: (
+                f"One row per position: the table is (N, D) = {case}, got {case[::-1]}."
+            ),
+            example_of=lambda N, D: torch.zeros(D, N),
+        ),
+        WrongShape(
+            lambda case, got, want: (
+                f"For N = {case[0]} tokens and D = {case[1]} features the table is "
+                f"(N, D) = {case}, got {tuple(got.shape)}."
             )
-        if _close(got, _table(N, D, swap=True)):
-            raise Failed(
-                "Sine and cosine are swapped: PE[n, 2k] = sin(n ω_k) on the even "
-                "features, PE[n, 2k+1] = cos(n ω_k) on the odd ones (row 0 is "
-                "0, 1, 0, 1, ...)."
-            )
-        if _close(got, _table(N, D, start=1)):
-            raise Failed(
-                "Count positions from 0: the first token is at n = 0, so row 0 is "
-                "0, 1, 0, 1, ... (sin 0 = 0, cos 0 = 1)."
-            )
-        if _close(got, _table(N, D, exponent="k")):
-            raise Failed(
-                "The exponent is 2k/D, with k the pair index (k = 0 ... D/2 − 1): "
-                "ω_k = 1 / 10000^(2k/D). With k/D the frequencies only fall to "
-                "10000^(−1/2) instead of nearly 10000^(−1)."
-            )
-        if _close(got, _table(N, D, exponent="feature")) or _close(
-            got, _table(N, D, exponent="feature2")
-        ):
-            raise Failed(
-                "Both features of a pair, 2k and 2k+1, share one frequency "
-                "ω_k = 1 / 10000^(2k/D), with k the pair index: use the pair index, "
-                "not the feature index, in the exponent."
-            )
-        if _close(got, _table(N, D, layout="halves")):
-            raise Failed(
-                "Interleave the pairs: sin(n ω_k) at feature 2k and cos(n ω_k) at "
-                "feature 2k+1, not all sines in the first half and all cosines in the "
-                "second (x[:, 0::2] and x[:, 1::2])."
-            )
-        raise Failed(
-            "PE[n, 2k] = sin(n / 10000^(2k/D)) and PE[n, 2k+1] = cos(n / 10000^(2k/D)) "
-            "for n = 0 ... N − 1 and k = 0 ... D/2 − 1; compare with "
-            "tc.sinusoidal_positions(N, D)."
-        )
+        ),
+        Returns(
+            lambda N, D: _table(N, D, swap=True),
+            "Sine and cosine are swapped: PE[n, 2k] = sin(n ω_k) on the even "
+            "features, PE[n, 2k+1] = cos(n ω_k) on the odd ones (row 0 is "
+            "0, 1, 0, 1, ...).",
+        ),
+        Returns(
+            lambda N, D: _table(N, D, start=1),
+            "Count positions from 0: the first token is at n = 0, so row 0 is "
+            "0, 1, 0, 1, ... (sin 0 = 0, cos 0 = 1).",
+        ),
+        Returns(
+            lambda N, D: _table(N, D, exponent="k"),
+            "The exponent is 2k/D, with k the pair index (k = 0 ... D/2 − 1): "
+            "ω_k = 1 / 10000^(2k/D). With k/D the frequencies only fall to "
+            "10000^(−1/2) instead of nearly 10000^(−1).",
+        ),
+        Returns(
+            lambda N, D: [
+                _table(N, D, exponent="feature"),
+                _table(N, D, exponent="feature2"),
+            ],
+            "Both features of a pair, 2k and 2k+1, share one frequency "
+            "ω_k = 1 / 10000^(2k/D), with k the pair index: use the pair index, "
+            "not the feature index, in the exponent.",
+        ),
+        Returns(
+            lambda N, D: _table(N, D, layout="halves"),
+            "Interleave the pairs: sin(n ω_k) at feature 2k and cos(n ω_k) at "
+            "feature 2k+1, not all sines in the first half and all cosines in the "
+            "second (x[:, 0::2] and x[:, 1::2]).",
+        ),
+    ),
+    otherwise="PE[n, 2k] = sin(n / 10000^(2k/D)) and PE[n, 2k+1] = cos(n / 10000^(2k/D)) "
+    "for n = 0 ... N − 1 and k = 0 ... D/2 − 1; compare with "
+    "tc.sinusoidal_positions(N, D).",
+)
 
 
 def _random_tables(g):
@@ -207,8 +214,8 @@ SINUSOIDAL = Exercise(
     "Exercise 1: the sinusoidal table",
     3,
     (
-        Check("equals tc.sinusoidal_positions(N, D)", _table_cases, _judge_table),
-        unseen_check("the same for unseen sizes", _random_tables, _judge_table),
+        Check("equals tc.sinusoidal_positions(N, D)", _table_cases, TABLE_TABLE),
+        unseen_check("the same for unseen sizes", _random_tables, TABLE_TABLE),
         Check("every row has norm √(D/2)", _norm_cases, _judge_norms, PROPERTY),
         Check(
             "PE(n) · PE(m) depends on n − m only",
@@ -759,43 +766,54 @@ def _alibi_cases():
     return [(1, 3), (2, 4), (8, 5), (4, 1)]
 
 
-def _judge_alibi(cases, outcomes):
-    for (H, N), got in each_value(cases, outcomes):
-        want = alibi_bias(N, H, dtype=torch.float64)
-        if _close(got, want):
-            continue
-        if tuple(got.shape) != (H, N, N):
-            raise Failed(
-                f"One (N, N) bias per head, heads first: (H, N, N) = {(H, N, N)}, got "
-                f"{tuple(got.shape)}."
+def _heads_alike(case, got):
+    H = case[0]
+    return H > 1 and all(_close(got[0], got[h]) for h in range(1, H))
+
+
+ALIBI_TABLE = Table(
+    reference=lambda H, N: alibi_bias(N, H, dtype=torch.float64),
+    equal=_close,
+    row_equal=_close,
+    case_by_case=True,
+    rows=(
+        WrongShape(
+            lambda case, got, want: (
+                f"One (N, N) bias per head, heads first: (H, N, N) = "
+                f"{(case[0], case[1], case[1])}, got {tuple(got.shape)}."
             )
-        if _close(got, -want):
-            raise Failed(
-                "Subtract the penalty: bias = −s_h·|i − j|, so that distant keys lose "
-                "score."
-            )
-        if _close(got, _alibi(H, N, first=0)):
-            raise Failed(
-                "Number the heads h = 1 ... H: the first slope is 2^(−8/H), not 2⁰ = 1."
-            )
-        if _close(got, _alibi(H, N, eight=1)):
-            raise Failed("The slopes are s_h = 2^(−8h/H): you left out the 8.")
-        if _close(got, _alibi(H, N, absolute=False)) or _close(
-            got, _alibi(H, N, sign=1, absolute=False)
-        ):
-            raise Failed(
-                "Use the distance |i − j|: keys before and after the query are "
-                "penalised alike."
-            )
-        if H > 1 and all(_close(got[0], got[h]) for h in range(1, H)):
-            raise Failed(
-                "Each head has its own slope s_h = 2^(−8h/H), h = 1 ... H: the heads "
-                "must differ."
-            )
-        raise Failed(
-            "bias[h − 1, i, j] = −2^(−8h/H)·|i − j| for the heads h = 1 ... H and "
-            "the tokens i, j = 0 ... N − 1; compare with tc.alibi_bias(N, H)."
-        )
+        ),
+        Returns(
+            lambda H, N: -alibi_bias(N, H, dtype=torch.float64),
+            "Subtract the penalty: bias = −s_h·|i − j|, so that distant keys lose "
+            "score.",
+        ),
+        Returns(
+            lambda H, N: _alibi(H, N, first=0),
+            "Number the heads h = 1 ... H: the first slope is 2^(−8/H), not 2⁰ = 1.",
+        ),
+        Returns(
+            lambda H, N: _alibi(H, N, eight=1),
+            "The slopes are s_h = 2^(−8h/H): you left out the 8.",
+        ),
+        Returns(
+            lambda H, N: [
+                _alibi(H, N, absolute=False),
+                _alibi(H, N, sign=1, absolute=False),
+            ],
+            "Use the distance |i − j|: keys before and after the query are "
+            "penalised alike.",
+        ),
+        Holds(
+            _heads_alike,
+            "Each head has its own slope s_h = 2^(−8h/H), h = 1 ... H: the heads "
+            "must differ.",
+            example_of=lambda H, N: _alibi(1, N).expand(H, N, N) * 0.37,
+        ),
+    ),
+    otherwise="bias[h − 1, i, j] = −2^(−8h/H)·|i − j| for the heads h = 1 ... H and "
+    "the tokens i, j = 0 ... N − 1; compare with tc.alibi_bias(N, H).",
+)
 
 
 def _random_alibi(g):
@@ -851,8 +869,8 @@ ALIBI = Exercise(
     "Exercise 5: the ALiBi bias",
     2,
     (
-        Check("equals tc.alibi_bias", _alibi_cases, _judge_alibi),
-        unseen_check("the same for unseen sizes", _random_alibi, _judge_alibi),
+        Check("equals tc.alibi_bias", _alibi_cases, ALIBI_TABLE),
+        unseen_check("the same for unseen sizes", _random_alibi, ALIBI_TABLE),
         Check(
             "0 on the diagonal, negative elsewhere",
             _diagonal_cases,

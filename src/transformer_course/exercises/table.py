@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
 from .core import Failed, Outcome, close, returned_values
 
-__all__ = ["Raised", "Returns", "Shaped", "Table", "WrongShape"]
+__all__ = ["Holds", "Raised", "Returns", "Shaped", "Table", "WrongShape"]
 
 #: A hint: the text, or ``hint(case, got, want)`` -> the text.
 Hint = str | Callable[[tuple, Any, Any], str]
@@ -64,8 +65,10 @@ class Returns:
             else [answers]
         )
 
-    def matches(self, case: tuple, got: Any, want: Any) -> bool:
-        return any(close(got, a, equal_nan=self.equal_nan) for a in self._answers(case))
+    def matches(self, case: tuple, got: Any, want: Any, equal=close) -> bool:
+        if self.equal_nan:
+            equal = partial(equal, equal_nan=True)
+        return any(equal(got, a) for a in self._answers(case))
 
     def example(self, case: tuple, want: Any) -> Outcome | None:
         answers = self._answers(case)
@@ -100,6 +103,23 @@ class WrongShape:
 
 
 @dataclass(frozen=True)
+class Holds:
+    """A usual mistake known by a property of the answer: ``holds(case, got)``
+    (every head the same, say); ``example_of(*case)`` is such an answer, for
+    the tests of the table."""
+
+    holds: Callable[[tuple, Any], bool]
+    hint: Hint
+    example_of: Callable[..., Any]
+
+    def matches(self, case: tuple, got: Any, want: Any) -> bool:
+        return bool(self.holds(case, got))
+
+    def example(self, case: tuple, want: Any) -> Outcome:
+        return Outcome(value=self.example_of(*case))
+
+
+@dataclass(frozen=True)
 class Raised:
     """A usual mistake known by the error it raises: a message that holds one
     of ``says`` (torch's "shapes cannot be multiplied" for a weight used
@@ -115,7 +135,7 @@ class Raised:
         return Outcome(error="RuntimeError", message=self.says[0])
 
 
-Row = Returns | Shaped | WrongShape | Raised
+Row = Returns | Shaped | WrongShape | Holds | Raised
 
 
 @dataclass(frozen=True)
@@ -133,6 +153,8 @@ class Table:
     otherwise: Hint
     equal: Callable[[Any, Any], bool] = close
     case_by_case: bool = False
+    #: how an answer is compared with a mistake's (:class:`Returns`)
+    row_equal: Callable[[Any, Any], bool] = close
 
     def __call__(self, cases: list[tuple], outcomes: list[Outcome]) -> None:
         if not self.case_by_case:
@@ -145,16 +167,18 @@ class Table:
             if self.equal(got, want):
                 continue
             row = next(
-                (
-                    r
-                    for r in self.rows
-                    if not isinstance(r, Raised) and r.matches(case, got, want)
-                ),
-                None,
+                (r for r in self.rows if self._matches(r, case, got, want)), None
             )
             raise Failed(
                 _said(self.otherwise if row is None else row.hint, case, got, want)
             )
+
+    def _matches(self, row: Row, case: tuple, got: Any, want: Any) -> bool:
+        if isinstance(row, Raised):
+            return False
+        if isinstance(row, Returns):
+            return row.matches(case, got, want, self.row_equal)
+        return row.matches(case, got, want)
 
     def _raised(self, cases: list[tuple], outcomes: list[Outcome]) -> None:
         for case, outcome in zip(cases, outcomes, strict=True):
