@@ -202,6 +202,33 @@ def test_a_save_without_the_state_keeps_what_the_file_showed():
     assert VIEW in unknown["content"]["cells"][0]["outputs"][0]["data"]
 
 
+@pytest.mark.parametrize("kind", ["FileContentsManager", "AsyncFileContentsManager"])
+def test_a_save_after_a_restart_keeps_the_results_the_file_holds(tmp_path, kind):
+    """A learner's round: Run All, save, restart the kernel, save again. The
+    widgets' state is gone, so the hook reads the file: JupyterLab's own
+    contents manager is asynchronous, its ``get`` a coroutine the hook did
+    not await, and every saved result became "model not found"."""
+    import nbformat
+    from jupyter_server.services.contents import filemanager
+
+    before = _notebook([_widget_output("check")], _state("<b>3 of 5 checks passed</b>"))
+    lab_settings.saved_as_shown(before, path="x.ipynb")
+    on_disk = nbformat.v4.new_notebook(metadata=before["content"]["metadata"])
+    on_disk.cells = [
+        nbformat.v4.new_code_cell(
+            id=cell["id"], outputs=[nbformat.from_dict(o) for o in cell["outputs"]]
+        )
+        for cell in before["content"]["cells"]
+    ]
+    nbformat.write(on_disk, tmp_path / "x.ipynb")
+    manager = getattr(filemanager, kind)(root_dir=str(tmp_path))
+    model = _notebook([_widget_output("check")], state=None)
+    lab_settings.saved_as_shown(model, path="x.ipynb", contents_manager=manager)
+    (output,) = model["content"]["cells"][0]["outputs"]
+    assert "3 of 5 checks passed" in output["data"]["text/html"]
+    assert VIEW not in output["data"]
+
+
 def test_the_server_loads_the_hook(tmp_path):
     path = lab_settings.install_server_extension(tmp_path)
     assert (

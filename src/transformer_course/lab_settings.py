@@ -34,7 +34,10 @@ exercise notebooks of every chapter (``transformer_course.exercises``).
 from __future__ import annotations
 
 import argparse
+import asyncio
+import concurrent.futures
 import html
+import inspect
 import json
 import os
 import re
@@ -265,15 +268,34 @@ def _course_classes(model_id: str, state: dict) -> set[str]:
     return set(classes) & COURSE_CLASSES if isinstance(classes, list) else set()
 
 
+def _file_now(path: str, contents_manager) -> dict:
+    """The notebook ``path`` holds now, as a dict. Read from disk where the
+    manager keeps its files there: JupyterLab's server has an asynchronous
+    contents manager, whose ``get`` is a coroutine that a pre-save hook, called
+    synchronously, cannot await (a learner's save after a kernel restart lost
+    every saved result so); else through ``get``, a coroutine run to its end
+    in a thread of its own."""
+    import nbformat
+
+    os_path = getattr(contents_manager, "_get_os_path", None)
+    if callable(os_path):
+        return nbformat.read(os_path(path), as_version=4)
+    model = contents_manager.get(path, content=True, type="notebook")
+    if inspect.isawaitable(model):
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            model = pool.submit(asyncio.run, model).result(timeout=30)
+    return model.get("content") or {}
+
+
 def _saved_before(path: str, contents_manager) -> dict:
     """(cell id, model id) -> the output data the file on disk holds for a
     widget saved as shown; empty where there is no such file."""
     try:
-        previous = contents_manager.get(path, content=True, type="notebook")
+        previous = _file_now(path, contents_manager)
     except Exception:  # no file yet, or one that does not read
         return {}
     found = {}
-    for cell in (previous.get("content") or {}).get("cells", []):
+    for cell in previous.get("cells", []):
         for output in cell.get("outputs", []) or []:
             mark = (output.get("metadata") or {}).get("transformer_course") or {}
             if "saved_from" in mark:
