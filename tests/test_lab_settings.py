@@ -14,7 +14,8 @@ def test_the_setting_is_written_into_a_new_environment(tmp_path):
     path = lab_settings.install(tmp_path)
     assert path == tmp_path / "share/jupyter/lab/settings/overrides.json"
     assert json.loads(path.read_text()) == {
-        "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}
+        "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
+        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
     }
 
 
@@ -30,6 +31,7 @@ def test_an_environments_other_settings_are_kept(tmp_path):
     assert json.loads(path.read_text()) == {
         "@jupyterlab/apputils-extension:themes": {"theme": "JupyterLab Dark"},
         "@jupyter-widgets/jupyterlab-manager:plugin": {"other": 1, "saveState": True},
+        "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
     }
     lab_settings.install(tmp_path)  # twice: the same
     assert json.loads(path.read_text())[

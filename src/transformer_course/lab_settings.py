@@ -55,7 +55,12 @@ __all__ = [
 ]
 
 #: plugin id -> the settings the course needs from it
-SETTINGS = {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+SETTINGS = {
+    "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
+    # no "get notified about official Jupyter news?" toast on a learner's first
+    # notebook: the course runs offline, and the question is not the course's
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
+}
 
 #: The Jupyter server's configuration that loads this module as an extension.
 EXTENSION = "transformer_course.lab_settings"
