@@ -72,6 +72,17 @@ ONLY_Q = variant(
 MISTAKES = [
     # --- sinusoidal_table
     ("sinusoidal_table", SWAPPED, "Sine and cosine are swapped"),
+    (  # the feature index where the pair index belongs (a learner's, issue 21)
+        "sinusoidal_table",
+        variant(
+            "sinusoidal_table",
+            (
+                "two_k = torch.arange(0, d_model, 2,",
+                "two_k = 2 * torch.arange(0, d_model, 2,",
+            ),
+        ),
+        "fall twice as fast",
+    ),
     (  # the pair index without its 2
         "sinusoidal_table",
         variant(

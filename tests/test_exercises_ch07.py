@@ -122,7 +122,7 @@ FLOPS = "vit_flops"
 MISTAKES = [
     # --- embed_patches
     (EMBED, variant(EMBED, ("patches @ weight.T + bias", "patches @ weight.T")), "Add the bias"),
-    (EMBED, variant(EMBED, ("patches @ weight.T + bias", "patches @ weight + bias")), "weight is (D, C·p·p)"),
+    (EMBED, variant(EMBED, ("patches @ weight.T + bias", "patches @ weight + bias")), "multiply the flattened patches by its transpose"),
     (EMBED, variant(EMBED, (ROWS_COLS, "grid = grid.permute(0, 4, 2, 1, 3, 5)")), "row by row"),
     (EMBED, CHANNELS_LAST, "Flatten each patch channel first"),
     (EMBED, BARE_RESHAPE, "A reshape alone does not cut patches"),

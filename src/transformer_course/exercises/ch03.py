@@ -41,7 +41,7 @@ SPLIT_TABLE = Table(
         ),
         Returns(
             lambda x, h: x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h),
-            "Reshaping (B, N, D) straight to (B, H, N, d) mixes tokens across heads: view as (B, N, H, d) first, then transpose(1, 2).",
+            "Reshaping (B, N, D) straight to (B, H, N, d) mixes tokens across heads: head h must hold features h·d ... (h+1)·d − 1 of every token. Cut each token's D features into heads first, then move the heads before the tokens.",
         ),
         WrongShape(
             lambda case, got, want: (

@@ -61,11 +61,12 @@ BASE = 10000.0
 def _frequencies(width: int, exponent: str = "pair") -> torch.Tensor:
     """ω for each feature pair (width/2,), float64; the mistakes by ``exponent``:
     "pair" ω_k = base^(−2k/width) (right), "k" base^(−k/width) (the 2 forgotten),
-    "one" ω = 1 for every pair (one angle for all pairs)."""
+    "one" ω = 1 for every pair (one angle for all pairs), "doubled"
+    base^(−4k/width) (2k/D with k the feature index 0, 2, 4, ...)."""
     if exponent == "one":
         return torch.ones(width // 2, dtype=torch.float64)
     k = torch.arange(width // 2, dtype=torch.float64)
-    factor = 2 if exponent == "pair" else 1
+    factor = {"pair": 2, "k": 1, "doubled": 4}[exponent]
     return BASE ** (-factor * k / width)
 
 
@@ -135,6 +136,13 @@ TABLE_TABLE = Table(
             "10000^(−1/2) instead of nearly 10000^(−1).",
         ),
         Returns(
+            lambda N, D: _table(N, D, exponent="doubled"),
+            "Your frequencies fall twice as fast as they should: with k the feature "
+            "index (0, 2, 4, ...) the exponent 2k/D counts each pair twice. In "
+            "ω_k = 1 / 10000^(2k/D), k is the pair index, 0, 1, ... D/2 − 1 "
+            "(or write 10000^(i/D) with the even feature index i = 2k).",
+        ),
+        Returns(
             lambda N, D: [
                 _table(N, D, exponent="feature"),
                 _table(N, D, exponent="feature2"),
@@ -152,7 +160,7 @@ TABLE_TABLE = Table(
     ),
     otherwise="PE[n, 2k] = sin(n / 10000^(2k/D)) and PE[n, 2k+1] = cos(n / 10000^(2k/D)) "
     "for n = 0 ... N − 1 and k = 0 ... D/2 − 1; compare with "
-    "tc.sinusoidal_positions(N, D).",
+    "tc.sinusoidal_positions(N, D) in a cell of its own.",
 )
 
 
@@ -534,12 +542,18 @@ def _judge_too_long(cases, outcomes):
     for (x, table, offset), outcome in zip(cases, outcomes, strict=True):
         if not outcome.raised_a("ValueError"):
             N, max_len = x.shape[1], table.shape[0]
-            got = f"{outcome.error}" if outcome.raised else "no error"
+            why = (
+                f"Your function raised {outcome.error}: a slice past the end of the "
+                "table is shorter than x, and only the shapes failed to match, "
+                "later. Check the sizes before slicing"
+                if outcome.raised
+                else "Your function raised nothing: slicing past the end does not "
+                "fail, and a single row left would be added to every token silently"
+            )
             raise Failed(
                 f"Positions {offset} ... {offset + N - 1} do not fit a table of "
-                f"{max_len} rows: raise a ValueError when offset + N > max_len "
-                f"(got {got}). Slicing past the end does not fail, and a single row "
-                "left would be added to every token silently."
+                f"{max_len} rows: raise a ValueError when offset + N > max_len. "
+                f"{why}."
             )
 
 

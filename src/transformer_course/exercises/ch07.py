@@ -20,6 +20,8 @@ forgotten.
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from ..tokens import patchify
@@ -105,9 +107,24 @@ def _matmul_failed(outcomes) -> bool:
     )
 
 
+def _untransposed(message: str) -> bool:
+    """Whether torch's "(M×K and D×K) cannot be multiplied" says that both
+    operands have the patches' width K: the weight used without its .T."""
+    sizes = re.search(r"\((\d+)x(\d+) and (\d+)x(\d+)\)", message)
+    return sizes is not None and sizes[2] == sizes[4] != sizes[3]
+
+
 def _judge_embedding(cases, outcomes):
     if _matmul_failed(outcomes):
         failed = next(o for o in outcomes if o.raised_a("RuntimeError"))
+        untransposed = [o for o in outcomes if _untransposed(o.message)]
+        if untransposed:
+            failed = untransposed[0]
+            raise Failed(
+                "weight is (D, C·p·p), one row per output as nn.Linear stores it: "
+                "multiply the flattened patches by its transpose. Your product "
+                f"failed: {failed.message}"
+            )
         raise Failed(
             "Flatten each patch to its C·p·p numbers, every channel included: the "
             "patches are (B, N, C·p·p) and weight is (D, C·p·p), one row per output "
