@@ -89,9 +89,19 @@ def _base(factor: int) -> int:
     return 10 if factor % 10 == 0 else 2
 
 
-def near_miss(value: float, answer: float) -> str:
+def near_miss(
+    value: float,
+    answer: float,
+    mistakes: Sequence[tuple[float, str]] = (),
+    rel_tol: float = 0.0,
+) -> str:
     """What a wrong number near the answer is told, or "" (the page's script
-    says the same: ``nearMiss``)."""
+    says the same: ``nearMiss``): the hint of a usual wrong answer the quiz
+    names (``mistakes``, each matched as the answer is, within ``rel_tol``),
+    else a word on how far off it is."""
+    for wrong, hint in mistakes:
+        if abs(value - wrong) <= max(rel_tol * max(abs(value), abs(wrong)), 1e-12):
+            return hint
     if value == 0 or answer == 0 or (value < 0) != (answer < 0):
         return ""
     ratio = value / answer
@@ -213,6 +223,12 @@ _SCRIPT = """\
       return isFinite(value) ? value : null;
     };
     var nearMiss = function (value, answer, data) {
+      var mistakes = data.mistakes || [];
+      for (var m = 0; m < mistakes.length; m++) {
+        var off = Math.abs(value - mistakes[m][0]);
+        var size = Math.max(Math.abs(value), Math.abs(mistakes[m][0]));
+        if (off <= Math.max(data.rel_tol * size, 1e-12)) return mistakes[m][1];
+      }
       if (value === 0 || answer === 0 || (value < 0) !== (answer < 0)) return "";
       var ratio = value / answer;
       if (Math.abs(ratio / data.mebi - 1) <= 1e-3 ||
@@ -422,8 +438,10 @@ def number_quiz_html(
     rel_tol: float,
     explanation: str,
     unit: str = "",
+    mistakes: Sequence[tuple[float, str]] = (),
 ) -> str:
-    """A numeric quiz: a text box that starts empty, right within ``rel_tol``."""
+    """A numeric quiz: a text box that starts empty, right within ``rel_tol``;
+    a usual wrong answer among ``mistakes`` gets its own hint."""
     control = (
         '<label class="tc-quiz-number">answer<input type="text" name="number" '
         'value="" placeholder="a number" inputmode="decimal"></label>'
@@ -443,5 +461,6 @@ def number_quiz_html(
         "times": TIMES,
         "fraction": FRACTION,
         "factors": list(FACTORS),
+        "mistakes": [[float(wrong), hint] for wrong, hint in mistakes],
     }
     return _form(key, "number", question, control, payload)

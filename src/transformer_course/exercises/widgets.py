@@ -698,6 +698,19 @@ class Numeric(_Quiz):
     answer: float = 0.0
     rel_tol: float = 1e-6
     unit: str = ""  # e.g. "MiB": "32 MiB" reads as 32
+    #: usual wrong answers, each with its hint: {"value": 4, "hint": "..."}
+    mistakes: Sequence[Mapping] = ()
+
+    def __post_init__(self):
+        for mistake in self.mistakes:
+            if set(mistake) != {"value", "hint"} or self.grade(mistake["value"]):
+                raise ValueError(
+                    f"{self.key}: a mistake is {{'value': a wrong number, 'hint': "
+                    f"text}}, got {mistake!r}"
+                )
+
+    def _mistakes(self) -> list[tuple[float, str]]:
+        return [(float(m["value"]), str(m["hint"])) for m in self.mistakes]
 
     def blank_message(self, value: object) -> str | None:
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -724,7 +737,9 @@ class Numeric(_Quiz):
         number = parse_number(answer, self.unit)
         if number is None or self.grade(answer):
             return ""
-        return quiz_html.near_miss(number, float(self.answer))
+        return quiz_html.near_miss(
+            number, float(self.answer), self._mistakes(), self.tolerance
+        )
 
     def _control(self) -> widgets.Widget:
         return widgets.Text(value="", placeholder="a number", description="answer")
@@ -737,6 +752,7 @@ class Numeric(_Quiz):
             self.tolerance,
             self.explanation,
             self.unit,
+            self._mistakes(),
         )
 
 
