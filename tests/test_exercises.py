@@ -564,6 +564,32 @@ def test_progress_summarises_exercises_and_quizzes(solutions):
     assert "Exercise 4: images into patch tokens" in shown
 
 
+def test_a_progress_table_follows_the_checks_and_answers_after_it(
+    solutions, monkeypatch
+):
+    """A learner's round: the table drawn at the end of the notebook stayed at
+    "0 of 10 passed" after everything passed, until its cell ran again. It
+    follows each check, Check again and quiz answer, text fallback included."""
+    from transformer_course.exercises import widgets
+
+    for name in ("PROGRESS", "SHARES", "TRIES"):
+        monkeypatch.setattr(widgets, name, {})
+    monkeypatch.setenv("TRANSFORMER_COURSE_ANSWERS", "none")
+    ex = chapter(1)
+    table = ex.progress()
+    total = len(EXERCISES) + len(QUIZZES)
+    before = 0
+    assert f"Progress: 0 of {total} passed" in table.value
+    ex.check("build_char_vocab", solutions["build_char_vocab"])
+    box = ex.quiz("quiz_patches")
+    box.control.value = "16"
+    box.submit.click()
+    assert f"Progress: {before + 2} of {total} passed" in table.value
+    assert f"Progress: {before + 2} of {total} passed" in table.fallback_text
+    row = table.value.split('data-tc-progress="quiz_patches"')[1].split("</tr>")[0]
+    assert "passed, on the first try" in row
+
+
 def test_unknown_names_are_clear_errors():
     from transformer_course.exercises import CHAPTERS
 

@@ -26,6 +26,7 @@ import tempfile
 import textwrap
 import tomllib
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -361,6 +362,7 @@ def check_widget(
     report = _with_foundations(run_exercise(exercise, function), siblings)
     PROGRESS[exercise.key] = report.status
     SHARES[exercise.key] = report.score / report.exercise.points
+    refresh_progress()
     if os.environ.get("NBGRADER_EXECUTION") == "validate":
         # nbgrader's Validate reads a grade cell that writes to stderr as failed,
         # with that text as the reason, and one that returns a number below its
@@ -398,6 +400,7 @@ def check_widget(
             raise
         PROGRESS[exercise.key] = fresh.status
         SHARES[exercise.key] = fresh.score / fresh.exercise.points
+        refresh_progress()
         results.value = render_report(fresh)
         box.fallback_text = report_text(fresh)
         box.fallback_html = render_report(fresh) + NEEDS_KERNEL
@@ -542,6 +545,7 @@ class _Quiz:
                 PASSED if correct or PROGRESS.get(self.key) == PASSED else "failed"
             )
             TRIES[self.key] = (tries, first_right)
+            refresh_progress()
 
         def on_submit(_widget=None) -> None:
             blank = self.blank_message(control.value)
@@ -782,6 +786,30 @@ def progress_widget(
     """A summary of which exercises and quizzes of this notebook pass (for a
     quiz, whether on the first try)."""
     titles = list(titles) if titles is not None else list(keys)
+    box = ProgressBox("")
+    box.add_class("tc-widget-progress")  # saved as shown (lab_settings.saved_as_shown)
+    _show_progress(box, list(keys), titles)
+    _LIVE_TABLES.append((weakref.ref(box), list(keys), titles))
+    return box
+
+
+#: The progress tables drawn in this kernel, kept up to date as exercises are
+#: checked and quizzes answered (a learner's round found one that stayed at
+#: "0 of 10 passed" after all ten passed).
+_LIVE_TABLES: list[tuple[weakref.ref, list[str], list[str]]] = []
+
+
+def refresh_progress() -> None:
+    """Redraw every progress table still shown from :data:`PROGRESS`."""
+    _LIVE_TABLES[:] = [entry for entry in _LIVE_TABLES if entry[0]() is not None]
+    for ref, keys, titles in _LIVE_TABLES:
+        box = ref()
+        if box is not None:
+            _show_progress(box, keys, titles)
+
+
+def _show_progress(box: ProgressBox, keys: list[str], titles: list[str]) -> None:
+    """Draw the table of ``keys`` into ``box``, and its text fallbacks."""
     # each row names its key and status, and the table carries the icons, so
     # that on the book's static page a quiz answered there updates its row and
     # the count (quiz_html's script)
@@ -799,14 +827,12 @@ def progress_widget(
         f'<table class="tc-progress" data-icon-passed="{html.escape(_ICONS[PASSED])}" '
         f'data-icon-failed="{html.escape(_ICONS["failed"])}">{rows}</table>'
     )
-    box = ProgressBox(table)
-    box.add_class("tc-widget-progress")  # saved as shown (lab_settings.saved_as_shown)
+    box.value = table
     box.fallback_html = table + NEEDS_KERNEL
     box.fallback_text = f"Progress: {done} of {len(keys)} passed.\n" + "\n".join(
         f"  {_shortened(title)}: {_status(key)}"
         for key, title in zip(keys, titles, strict=True)
     )
-    return box
 
 
 def load_quizzes(name: str) -> dict[str, _Quiz]:
