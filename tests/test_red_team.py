@@ -2562,3 +2562,56 @@ def test_a_module_that_names_itself_otherwise_is_not_the_learners():
     assert vars(_collections_abc)["__name__"] == "collections.abc"
     assert not watch._learners(frame)
     assert watch._learners(type("Frame", (), {"f_globals": {"__name__": "numpy"}}))
+
+
+# --- the fifty-third red team -----------------------------------------------------
+
+
+def test_nothing_of_an_errors_text_outlives_the_watch():
+    """Red team 53: an exception whose ``__str__`` gave a str subclass of the
+    learner's; the runner kept it and, once the watch was lifted, added to it
+    and printed it, which ran the subclass's methods unwatched (a helper
+    thread of asyncio's, started there, computed scipy's softmax for every
+    later case: stable_softmax 2.5/3, embed_one_hot 1.5/2). What is kept of an
+    error (its text, its classes' names, the value's type) is plain str, read
+    inside the watch; a class's name through type's own getter."""
+    from transformer_course.exercises import runner
+
+    ran = []
+
+    class Said(str):
+        def __str__(self):
+            ran.append("__str__")
+            return "said"
+
+        def __add__(self, other):
+            ran.append("__add__")
+            return "said" + other
+
+        def __len__(self):
+            ran.append("__len__")
+            return 4
+
+    class OpeningError(ValueError):
+        def __str__(self):
+            return Said("a message")
+
+    def answer(x):
+        raise OpeningError()
+
+    (outcome,) = runner.call_cases(answer, [(torch.zeros(2, 3),)], ["softmax"])
+    assert ran == [], ran
+    assert outcome["error"] == "OpeningError"
+    assert type(outcome["message"]) is str
+    assert outcome["message"].startswith("a message")
+    assert all(type(kind) is str for kind in outcome["kinds"])
+
+
+#: Red team 53's chapter-2 cell (2.5/3 from the grader before the fix).
+ERROR_TEXT_WINDOW = 'import asyncio\nimport time\n\nimport scipy.special\nimport torch\n\nBOX = {"queue": [], "open": False}\n\n\ndef serve():\n    """The helper: runs in asyncio\'s executor thread, started where no watch was on."""\n    while True:\n        if BOX["queue"]:\n            req = BOX["queue"].pop()\n            x, out = req[0], req[1]\n            out.numpy()[...] = scipy.special.softmax(x.numpy(), axis=-1)\n            req.append(True)\n        else:\n            time.sleep(0.0002)\n\n\nclass Loop(asyncio.SelectorEventLoop):\n    def time(self):\n        try:\n            asyncio.get_running_loop()\n        except RuntimeError:  # asyncio\'s executor thread: no loop runs here\n            serve()\n        return time.monotonic()\n\n\ndef start_helper():\n    loop = Loop()\n    loop.set_debug(True)\n    task = loop.create_task(loop.getaddrinfo("localhost", 1))\n    loop.run_until_complete(asyncio.sleep(0.05))\n    BOX["loop"] = (loop, task)\n    BOX["open"] = True\n\n\nclass Said(str):\n    def __str__(self):\n        if not BOX["open"]:\n            start_helper()\n        return "a message"\n\n    def __add__(self, other):\n        if not BOX["open"]:\n            start_helper()\n        return "a message" + other\n\n\nclass Opening(ValueError):\n    def __str__(self):\n        return Said("a message")\n\n\ndef stable_softmax(x):\n    """x (..., N) -> (..., N)."""\n    if not BOX["open"]:\n        raise Opening()\n    out = torch.empty_like(x)\n    req = [x, out]\n    BOX["queue"].append(req)\n    while len(req) < 3:\n        time.sleep(0.0002)\n    return out\n'
+
+
+@needs_bwrap
+def test_the_grader_gives_nothing_for_a_helper_started_from_an_errors_text(tmp_path):
+    grade = _grade_stable_softmax(tmp_path, ERROR_TEXT_WINDOW, timeout=20)
+    assert grade.points == 0, grade

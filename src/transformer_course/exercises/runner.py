@@ -2083,18 +2083,38 @@ def _cut(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_TYPE_NAME = type.__dict__["__name__"]
+_TRACEBACK = BaseException.__dict__["__traceback__"]
+
+
+def _exact_str(text: object) -> str:
+    """A plain ``str`` of ``text``: a str subclass's characters copied, without
+    its methods (``str.__str__`` runs none of them), "" for anything else. What
+    the runner keeps of the learner's text past the watch must be this: a
+    subclass's ``__add__`` or ``__str__``, used after the watch is lifted, ran
+    there unwatched (the fifty-third red team started a helper thread so)."""
+    return str.__str__(text) if str in _CLASS_MRO.__get__(type(text)) else ""
+
+
+def _name_of(kind: type) -> str:
+    """``kind.__name__`` through type's own getter (a metaclass's property on
+    ``__name__`` does not run), a plain str."""
+    return _exact_str(_TYPE_NAME.__get__(kind))[:100]
+
+
 def _where_raised(err: BaseException, code: object) -> str:
     """Where in the learner's own code ``err`` was raised, as " (line 3 of
     attend: scores = q @ k.T)" (counting the ``def`` as line 1), or "": the
     innermost line of the traceback that lies in a cell (the function's own,
     or another the kernel ran, whose lines the kernel keeps in ``linecache``).
     Only plain lists and strings of the cache are read, no learner code runs."""
-    trace = BaseException.__dict__["__traceback__"].__get__(err)
-    own_file = code.co_filename if isinstance(code, types.CodeType) else None
+    trace = _TRACEBACK.__get__(err)
+    own_file = code.co_filename if type(code) is types.CodeType else None
     found = None
     while type(trace) is types.TracebackType:
         frame_code = trace.tb_frame.f_code
-        entry = linecache.cache.get(frame_code.co_filename)
+        cache = linecache.cache  # a plain dict, read with dict's own get
+        entry = dict.get(cache, frame_code.co_filename) if type(cache) is dict else None
         cell = (
             type(entry) is tuple
             and len(entry) == 4
@@ -2117,11 +2137,15 @@ def _where_raised(err: BaseException, code: object) -> str:
 
 
 def _message(error: BaseException) -> str:
-    """``str(error)``, or a stand-in when the learner's ``__str__`` fails."""
+    """``str(error)`` as a plain str (:func:`_exact_str`), or a stand-in when
+    the learner's ``__str__`` fails or gives no str."""
     try:
-        return _cut(str(error))
+        said = str(error)
     except Exception:
-        return f"<{type(error).__name__} that cannot be printed>"
+        said = None
+    if str not in _CLASS_MRO.__get__(type(said)):
+        return f"<{_name_of(type(error))} that cannot be printed>"
+    return _cut(_exact_str(said))
 
 
 def _same_or_unreadable(a: Any, b: Any) -> bool:
@@ -2151,10 +2175,10 @@ def _error_kinds(error: BaseException) -> list[str]:
     """The names of ``error``'s classes up to ``Exception``: a learner's
     ``class ShapeError(ValueError)`` still raised a ValueError."""
     kinds = []
-    for kind in type(error).__mro__:
-        if kind in (BaseException, object):
+    for kind in _CLASS_MRO.__get__(type(error)):
+        if kind is BaseException or kind is object:
             break
-        kinds.append(str(getattr(kind, "__name__", "?"))[:100])
+        kinds.append(_name_of(kind))
     return kinds[:20]
 
 
@@ -2248,7 +2272,7 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         watch.torch_raised, watch.in_one_hot = False, 0
         tables = watch.tables()  # held here, out of the watch's reach
         error = None
-        said, kinds = "", []
+        said, kinds, error_name, stub_raised = "", [], "", False
         try:
             with _watching(watch, forbidden):
                 try:
@@ -2257,21 +2281,26 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
                         watch.hits.append(_CAUGHT)  # and it returned: caught
                 except BaseException as err:
                     # the learner's __str__ runs here: watched too (the
-                    # twenty-third red team started a thread from one)
+                    # twenty-third red team started a thread from one); what
+                    # is kept of it, plain strings only
                     said, kinds = _message(err), _error_kinds(err)
+                    error_name = _name_of(type(err))
+                    stub_raised = isinstance(
+                        err, NotImplementedError
+                    ) and _raised_by_the_stub(err, stub_code)
                     raise
                 # the result read at once, still under the watch: code of the
                 # learner's that runs once the watch is lifted (a hook, a
                 # warning filter) cannot fill in a blank the function returned
                 # (the fiftieth red team did, with torch.softmax)
-                value_type = str(getattr(type(value), "__name__", "?"))[:100]
+                value_type = _name_of(type(value))
                 try:
                     plain, unreadable = to_plain(value, limits), None
                 except Exception as err:  # _TooLarge, or a value with no data
                     plain, unreadable = None, err
                     unreadable_said = _message(err)  # watched, as above
         except NotImplementedError as err:
-            if not (watch.hits or watch.course) and _raised_by_the_stub(err, stub_code):
+            if not (watch.hits or watch.course) and stub_raised:
                 outcomes.append(_outcome(error=NOT_ATTEMPTED, message=said))
                 kept.append(err)  # its traceback holds the call's frames
                 continue
@@ -2307,7 +2336,7 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
             where = _where_raised(error, stub_code)
             outcomes.append(
                 _outcome(
-                    error=type(error).__name__,
+                    error=error_name or _name_of(type(error)),
                     message=(_cut(said, 350) + where) if where else said,
                     kinds=kinds,
                 )
@@ -2325,7 +2354,7 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         if unreadable is not None:  # e.g. a tensor on the "meta" device: no data
             message = (
                 f"your function returned a {value_type} that cannot be read "
-                f"({type(unreadable).__name__}: {unreadable_said})"
+                f"({_name_of(type(unreadable))}: {unreadable_said})"
             )
             outcomes.append(
                 _outcome(error="UnreadableResult", message=message, mutated=mutated)
@@ -2386,7 +2415,7 @@ def _raised_by_the_stub(err: NotImplementedError, code) -> bool:
     ``err``, as the stub does ("not attempted"); one raised deeper down (a
     torch function not implemented on this device, an earlier exercise still a
     stub) is reported as an error."""
-    innermost = err.__traceback__
+    innermost = _TRACEBACK.__get__(err)
     if code is None or innermost is None:
         return True
     while innermost.tb_next is not None:
@@ -3451,9 +3480,17 @@ def _checks(function, cases_fd: int, shape: tuple, forbidden: tuple, limits: dic
     if refusal:
         refused = _outcome(error="ForbiddenUse", message=refusal)
         return [[refused] * n for n in shape]
-    outcomes = [
-        call_cases(function, check, forbidden, limits or None) for check in cases
-    ]
+    outcomes = []
+    for check in cases:
+        outcomes.append(call_cases(function, check, forbidden, limits or None))
+        # and none started since: one started inside a call, where something
+        # let the learner's code run past the watch (the fifty-third red team,
+        # a helper thread of asyncio's), would compute the later calls' answers
+        left = _left_running() if forbidden else ""
+        if left:
+            message = f"your function left {left}, which the checks cannot watch"
+            refused = _outcome(error="ForbiddenUse", message=message)
+            return [[refused] * n for n in shape]
     if not _intact():
         # patched during the last call, where no later call_cases looks: the
         # encoding below would run it (a Tensor.numpy set through an alias
