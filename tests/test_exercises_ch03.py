@@ -78,6 +78,11 @@ MISTAKES = [
         "def heads_from_torch(W, h):\n    D = W.shape[1]\n    return W.view(h, 3, D // h, D).transpose(0, 1)",
         "split into q, k, v first",
     ),
+    (  # a learner's: transposed, as if the weight were (in, out)
+        "heads_from_torch",
+        "def heads_from_torch(W, h):\n    D = W.shape[1]\n    return W.T.reshape(3, h, D // h, D)",
+        "without transposing it",
+    ),
 ]
 
 

@@ -330,7 +330,7 @@ PROPERTY_MISTAKES = [
         "relative_scores",
         ONLY_Q,
         "shifting every position leaves the scores unchanged",
-        "depend on the distance n − m only",
+        "depend on the distance n − n′ only",
     ),
     (
         "relative_scores",

@@ -376,6 +376,11 @@ CONVERT_TABLE = Table(
             )
         ),
         Returns(
+            lambda W, h: W.T.reshape(3, h, W.shape[1] // h, W.shape[1]),
+            "in_proj_weight is (3D, D) already, (out, in), as nn.Linear stores a "
+            "weight: split its rows without transposing it.",
+        ),
+        Returns(
             _heads_before_qkv,
             "torch stacks all query rows first, then all key rows, then all value rows: split into q, k, v first, then into heads.",
         ),

@@ -205,7 +205,7 @@ def _judge_distance(cases, outcomes):
         gram = got.double() @ got.double().T  # (N, N): PE(n) · PE(m)
         if not close(gram[1:, 1:], gram[:-1, :-1], atol=1e-4):
             raise Failed(
-                "PE(n) · PE(m) must depend on n − m only (eq. 5.3): each pair must be "
+                "PE(n) · PE(n′) must depend on n − n′ only (eq. 5.3): each pair must be "
                 "(sin, cos) of the same angle n ω_k."
             )
 
@@ -226,7 +226,7 @@ SINUSOIDAL = Exercise(
         unseen_check("the same for unseen sizes", _random_tables, TABLE_TABLE),
         Check("every row has norm √(D/2)", _norm_cases, _judge_norms, PROPERTY),
         Check(
-            "PE(n) · PE(m) depends on n − m only",
+            "PE(n) · PE(n′) depends on n − n′ only",
             _norm_cases,
             _judge_distance,
             PROPERTY,
@@ -300,8 +300,8 @@ def _explain_rope(x, offset, got):
         )
     if rotated(sign=-1):
         raise Failed(
-            "You turned by −θ: x'_2i = x_2i cos θ − x_2i+1 sin θ and "
-            "x'_2i+1 = x_2i sin θ + x_2i+1 cos θ (counter-clockwise)."
+            "You turned by −θ: x̃_{2i} = x_{2i} cos θ − x_{2i+1} sin θ and "
+            "x̃_{2i+1} = x_{2i} sin θ + x_{2i+1} cos θ (counter-clockwise)."
         )
     if rotated(layout="halves") or rotated(layout="halves", sign=-1):
         raise Failed(
@@ -323,7 +323,7 @@ def _explain_rope(x, offset, got):
         raise Failed("Turn every pair of token n by its angle: x came back unchanged.")
     raise Failed(
         "Turn pair (x_2i, x_2i+1) of token n by θ = (offset + n)·10000^(−2i/d): "
-        "x'_2i = x_2i cos θ − x_2i+1 sin θ, x'_2i+1 = x_2i sin θ + x_2i+1 cos θ."
+        "x̃_{2i} = x_{2i} cos θ − x_{2i+1} sin θ, x̃_{2i+1} = x_{2i} sin θ + x_{2i+1} cos θ."
     )
 
 
@@ -655,8 +655,8 @@ def _explain_scores(q, k, pq, pk, got):
 
     if scores(turn_q=False, turn_k=False):
         raise Failed(
-            "Turn the queries and the keys before the dot product: q'_n = R_n q_n, "
-            "k'_m = R_m k_m. Without the rotation the scores ignore the positions."
+            "Turn the queries and the keys before the dot product: q̃_n = R_n q_n, "
+            "k̃_n′ = R_n′ k_n′. Without the rotation the scores ignore the positions."
         )
     if scores(turn_q=False) or scores(turn_k=False):
         raise Failed(
@@ -685,7 +685,7 @@ def _explain_scores(q, k, pq, pk, got):
         )
     if _close(got * q.shape[-1] ** 0.5, want):
         raise Failed(
-            "Return the plain dot products q'_n · k'_m, without the 1/√d of attention."
+            "Return the plain dot products q̃_n · k̃_n′, without the 1/√d of attention."
         )
     raise Failed(
         "scores[a, b] = (R(positions_q[a]) q[a]) · (R(positions_k[b]) k[b]), each "
@@ -720,7 +720,7 @@ def _judge_relative(cases, outcomes):
     if not all(_close(v, values[0]) for v in values[1:]):
         raise Failed(
             "Adding the same number to every position, queries' and keys', must not "
-            "change the scores: they depend on the distance n − m only (eq. 5.6). "
+            "change the scores: they depend on the distance n − n′ only (eq. 5.6). "
             "Turn queries and keys by their positions, the same way."
         )
 

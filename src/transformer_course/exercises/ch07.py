@@ -414,8 +414,12 @@ def _judge_same_x0(cases, outcomes):
         rows = got[:, 0].double()  # (B, D)
         want = (class_token.double() + positions[0].double()).expand(B, D)
         if not close(rows, want):
+            alike = close(rows, rows[:1].expand(B, D))  # the same, but not x_0 + e_0
             raise Failed(
-                "Row 0 is the same for every image, x_0 + e_0: the class token "
+                "Row 0 is x_0 + e_0, the class token plus the first row of the "
+                "position table: check which position row it gets, if any."
+                if alike
+                else "Row 0 is the same for every image, x_0 + e_0: the class token "
                 "knows nothing about the image until it attends to the patches."
             )
 
@@ -645,8 +649,7 @@ def _judge_unknown_pool(cases, outcomes):
             )
             raise Failed(
                 f'For pool="{pool}", or any pool other than "cls" or "mean", raise a '
-                f"ValueError that names the pool you were given, and the choices "
-                f"(got {got})."
+                f"ValueError that names the pool you were given (got {got})."
             )
         if pool not in outcome.message:
             raise Failed(
