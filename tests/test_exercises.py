@@ -423,6 +423,27 @@ def test_a_hint_that_repeats_the_row_above_is_said_once():
     assert "sizes 8" not in shown
 
 
+def test_a_hint_that_repeats_any_row_above_is_said_once_dtypes_too():
+    """A learner round: a one-hot left as int64 failed three rows with one
+    paragraph, the second naming 'float' where the first named 'double', the
+    third repeating the first across the second."""
+    Result = core.CheckResult
+    first = (
+        "RuntimeError: expected m1 and m2 to have the same dtype: long int != double"
+    )
+    results = (
+        Result("a", False, first, core.VALUE),
+        Result("b", False, first.replace("double", "float"), core.UNSEEN),
+        Result("c", False, first, core.PROPERTY),
+    )
+    report = core.Report(chapter(1).exercises["embed_one_hot"], "failed", results)
+    assert widgets._hints_once(report) == [
+        first,
+        widgets.SAME_BUT_NUMBERS,
+        widgets.SAME_HINT,
+    ]
+
+
 def test_under_nbgrader_the_check_returns_partial_credit(monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     score = chapter(1).check("merge_pair", fn(IN_PLACE_MERGE, "merge_pair"))

@@ -491,8 +491,9 @@ USUAL_ERRORS = (
     ),
     (
         r"to have the same dtype|expected scalar type|same dtype",
-        "Two tensors of different dtypes meet: make new tensors with the "
-        "input's (dtype=x.dtype, device=x.device).",
+        "Two tensors of different dtypes meet: give one the other's dtype "
+        "(t.to(other.dtype)), or make new tensors with the dtype and device of "
+        "the inputs they meet (dtype=..., device=...).",
     ),
     (
         r"selected index k out of range",

@@ -175,17 +175,29 @@ def _hints_once(report: Report) -> list[str]:
     (an error raised on every input, said by every check) replaced by
     :data:`SAME_HINT` or :data:`SAME_BUT_NUMBERS`: a learner round read one
     paragraph five times."""
-    shown, previous = [], ""
+    shown, earlier = [], set()
     for result in report.results:
         hint = result.hint
-        if hint and hint == previous:
+        if hint and hint in earlier:
             shown.append(SAME_HINT)
-        elif hint and re.sub(r"\d+", "#", hint) == re.sub(r"\d+", "#", previous):
+        elif hint and _but_numbers(hint) in {_but_numbers(h) for h in earlier}:
             shown.append(SAME_BUT_NUMBERS)
         else:
             shown.append(hint)
-        previous = hint
+        earlier.add(hint)
     return shown
+
+
+#: dtype names, which an error names as it names sizes: "long int != double"
+_DTYPE_WORDS = (
+    r"\b(double|float|half|bfloat16|long int|long|int|short|bool|"
+    r"complex(float|double)?|(float|int|uint|complex)\d+)\b"
+)
+
+
+def _but_numbers(hint: str) -> str:
+    """``hint`` with its numbers and dtype names blanked, for comparing."""
+    return re.sub(r"\d+", "#", re.sub(_DTYPE_WORDS, "#", hint))
 
 
 def points_said(report: Report) -> str:
