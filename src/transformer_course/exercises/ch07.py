@@ -41,6 +41,7 @@ from .core import (
     unseen,
     unseen_check,
 )
+from .table import Returns, Table, WrongShape
 from .twins import fresh_tiles, fresh_values, grown, one_size_at_a_time, resized
 from .widgets import load_quizzes
 
@@ -737,85 +738,88 @@ def _rollout_cases():
     ]
 
 
-def _maps_and_residual(case):
-    """(maps, residual) of a case; a case of the maps alone means residual=True."""
-    maps, *rest = case
-    return maps, (rest[0] if rest else True)
+def _rolled(mistake, *, chained=False, residual_only=None):
+    """A rollout with ``mistake`` (see :func:`_rollout`), for a case (maps, and
+    residual or its default True); None where the mistake cannot show: one
+    block for a mistake in the chaining, the other residual setting."""
+
+    def returns(maps, residual=True):
+        if (chained and len(maps) < 2) or (
+            residual_only is not None and bool(residual) != residual_only
+        ):
+            return None
+        return _rollout(maps, residual, mistake=mistake)
+
+    return returns
 
 
-def _judge_rollout(cases, outcomes):
-    for case, got in each_value(cases, outcomes):
-        maps, residual = _maps_and_residual(case)
-        if len(case) == 1 and close(got, _rollout(maps, False)):
-            raise Failed(
-                "rollout(maps), without residual, must count the residual: give "
-                "residual the default True, as in def rollout(maps, residual=True)."
+ROLLOUT_TABLE = Table(
+    reference=lambda maps, residual=True: attention_rollout(
+        [m.double() for m in maps], residual
+    ),
+    case_by_case=True,
+    rows=(
+        Returns(
+            lambda maps, *given: None if given else _rollout(maps, False),
+            "rollout(maps), without residual, must count the residual: give "
+            "residual the default True, as in def rollout(maps, residual=True).",
+        ),
+        WrongShape(
+            lambda case, got, want: (
+                f"{len(case[0])} maps (B, H, L, L) = {tuple(case[0][0].shape)} roll "
+                f"out to one (B, L, L) = {tuple(want.shape)} per image (the heads "
+                f"averaged), got {tuple(got.shape)}."
             )
-        want = attention_rollout([m.double() for m in maps], residual)
-        if not close(got, want):
-            _explain_rollout(maps, residual, got, tuple(want.shape))
-
-
-def _explain_rollout(maps, residual, got, shape):
-    """Raise :class:`Failed` with the hint of the mistake that gives ``got``."""
-    if tuple(got.shape) != shape:
-        raise Failed(
-            f"{len(maps)} maps (B, H, L, L) = {tuple(maps[0].shape)} roll out to one "
-            f"(B, L, L) = {shape} per image (the heads averaged), got "
-            f"{tuple(got.shape)}."
-        )
-
-    def made(mistake):
-        return close(got, _rollout(maps, residual, mistake=mistake))
-
-    if len(maps) > 1 and made("reversed"):
-        raise Failed(
+        ),
+        Returns(
+            _rolled("reversed", chained=True),
             "Chain the blocks with the last on the left: R = A'_M ··· A'_2 A'_1. "
             "Token t's row of R follows block M back to block 1, down to the inputs "
-            "(rollout = A' @ rollout, block by block)."
-        )
-    if len(maps) > 1 and made("elementwise"):
-        raise Failed(
+            "(rollout = A' @ rollout, block by block).",
+        ),
+        Returns(
+            _rolled("elementwise", chained=True),
             "Chain the blocks with matrix products (@), not elementwise ones: a "
-            "path from input j to token t may pass through any token in between."
-        )
-    if residual and made("no residual"):
-        raise Failed(
+            "path from input j to token t may pass through any token in between.",
+        ),
+        Returns(
+            _rolled("no residual", residual_only=True),
             "With residual=True count the skip connection as attention to oneself: "
-            "A' = (A + I) / 2 for every block, before chaining."
-        )
-    if not residual and made("always residual"):
-        raise Failed(
+            "A' = (A + I) / 2 for every block, before chaining.",
+        ),
+        Returns(
+            _rolled("always residual", residual_only=False),
             "With residual=False use each block's averaged map as it is, A' = A: "
-            "add (A + I) / 2 only when residual is True."
-        )
-    if made("transposed"):
-        raise Failed(
+            "add (A + I) / 2 only when residual is True.",
+        ),
+        Returns(
+            _rolled("transposed"),
             "Keep the maps as they are, rows for the queries: row t of A says how "
             "much token t draws from each token, and sums to 1. Transposing them "
-            "makes the columns sum to 1 instead."
-        )
-    if residual and made("not halved"):
-        raise Failed(
+            "makes the columns sum to 1 instead.",
+        ),
+        Returns(
+            _rolled("not halved", residual_only=True),
             "Halve A + I: A' = (A + I) / 2 keeps every row summing to 1; A + I makes "
-            "the rows sum to 2 per block."
-        )
-    if made("sum"):
-        raise Failed(
+            "the rows sum to 2 per block.",
+        ),
+        Returns(
+            _rolled("sum"),
             "Average the heads (mean over dim 1), don't sum them: each row of the "
-            "average still sums to 1."
-        )
-    if made("max"):
-        raise Failed("Average the heads (mean over dim 1), not their maximum.")
-    if len(maps) > 1 and made("last block"):
-        raise Failed(
+            "average still sums to 1.",
+        ),
+        Returns(
+            _rolled("max"), "Average the heads (mean over dim 1), not their maximum."
+        ),
+        Returns(
+            _rolled("last block", chained=True),
             "Chain every block, not only the last: R = A'_M ··· A'_1 with the heads "
-            "of each block averaged."
-        )
-    raise Failed(
-        "For each block: A = the mean over heads, A' = (A + I)/2 with residual; "
-        "then R = A'_M ··· A'_1 (rollout = A' @ rollout, first block first)."
-    )
+            "of each block averaged.",
+        ),
+    ),
+    otherwise="For each block: A = the mean over heads, A' = (A + I)/2 with "
+    "residual; then R = A'_M ··· A'_1 (rollout = A' @ rollout, first block first).",
+)
 
 
 def _random_rollouts(g):
@@ -896,8 +900,8 @@ ROLLOUT = Exercise(
     "Exercise 4: attention rollout",
     4,
     (
-        Check("equals tc.attention_rollout", _rollout_cases, _judge_rollout),
-        unseen_check("the same on unseen maps", _random_rollouts, _judge_rollout),
+        Check("equals tc.attention_rollout", _rollout_cases, ROLLOUT_TABLE),
+        unseen_check("the same on unseen maps", _random_rollouts, ROLLOUT_TABLE),
         Check("every row sums to 1", _rows_cases, _judge_rows, PROPERTY),
         Check(
             "no mixing gives the identity", _identity_cases, _judge_identity, PROPERTY
