@@ -2615,3 +2615,67 @@ ERROR_TEXT_WINDOW = 'import asyncio\nimport time\n\nimport scipy.special\nimport
 def test_the_grader_gives_nothing_for_a_helper_started_from_an_errors_text(tmp_path):
     grade = _grade_stable_softmax(tmp_path, ERROR_TEXT_WINDOW, timeout=20)
     assert grade.points == 0, grade
+
+
+# --- the fifty-fourth red team ----------------------------------------------------
+
+
+def test_a_class_namespace_key_of_the_learners_is_not_compared_in_the_hook():
+    """Red team 54: the profile hook read a C method's owner's class module
+    through type's getter, which looks ``__module__`` up in the class's
+    namespace: a str-subclass key of the same hash there (an enum's functional
+    form keeps it) had its ``__eq__`` run inside the hook, where no profile
+    event fires (full marks in five exercises, a helper thread started there).
+    A namespace with such a key is never looked up; and a tuple-subclass dict
+    key of a result is made a plain tuple."""
+    import enum
+    import sys
+
+    from transformer_course.exercises import runner
+
+    ran = []
+
+    class Key(str):
+        def __hash__(self):
+            return hash("__module__")
+
+        def __eq__(self, other):
+            ran.append(sys._getframe(1).f_code.co_name)  # who compared
+            return str(self) == other
+
+    def helper(self):
+        return 0
+
+    Door = enum.Enum("Door", [(Key("m"), helper), ("a", 1)], type=int)
+    assert any(type(k) is Key for k in vars(Door))
+    ran.clear()  # enum compared it, making the class
+
+    def answer(x):
+        Door.a.bit_length()  # a C method bound to the enum's member
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        return e / e.sum(-1, keepdim=True)
+
+    (outcome,) = runner.call_cases(answer, [(torch.randn(2, 3),)], ["softmax"])
+    # the hook's code (its own frames run no profile events) compares nothing
+    # of the learner's; reading the function, under the watch, may
+    assert not {"_module_of", "_owners_module", "_python_hit", "profile"} & set(ran)
+    assert outcome["error"] is None, outcome
+
+    class Pair(tuple):
+        def __hash__(self):
+            return 1
+
+    plain = runner.to_plain({Pair((1, 2)): 3})
+    (key,) = plain
+    assert type(key) is tuple
+    assert key == (1, 2)
+
+
+#: Red team 54's chapter-2 cell (3/3 from the grader before the fix).
+NAMESPACE_KEY_WINDOW = 'import asyncio\nimport enum\nimport time\n\nimport scipy.special\nimport torch\n\nBOX = {"phase": ""}\n\n\nclass Key(str):\n    """A class attribute\'s name whose hash is that of "__module__": type\'s\n    __module__ getter, which the runner\'s profile hook calls on the class of a\n    C method\'s bound object, compares this key with "__module__" first."""\n\n    def __hash__(self):\n        return hash("__module__")\n\n    def __eq__(self, other):\n        phase = BOX["phase"]\n        if phase == "main":\n            BOX["phase"] = "thread"\n            start_helper()\n        elif phase == "thread":\n            BOX["phase"] = "done"\n            job()\n        return str(self) == other\n\n\ndef helper(self):\n    return 0\n\n\nDoor = enum.Enum("Door", [(Key("m"), helper), ("a", 1)], type=int)\n\n\nclass Loop(asyncio.SelectorEventLoop):\n    # asyncio\'s _getaddrinfo_debug, run in the executor\'s thread, calls\n    # self.time(): a C method bound to Door.a, so that thread\'s hook opens too\n    time = Door.a.bit_length\n\n\ndef job():\n    x, out = BOX["x"], BOX["out"]\n    out.numpy()[...] = scipy.special.softmax(x.detach().numpy(), axis=-1)\n\n\ndef start_helper():\n    loop = Loop()\n    loop.set_debug(True)\n    try:\n        loop.run_until_complete(loop.getaddrinfo("localhost", 1))\n    except Exception:\n        pass\n    loop.run_until_complete(loop.shutdown_default_executor())\n    loop.close()\n\n\ndef stable_softmax(x):\n    """x (..., N) -> (..., N)."""\n    out = torch.empty_like(x)\n    BOX["x"], BOX["out"], BOX["phase"] = x, out, "main"\n    Door.a.bit_length()  # the hook\'s window\n    BOX["phase"] = ""\n    return out\n'
+
+
+@needs_bwrap
+def test_the_grader_gives_nothing_for_a_window_in_a_class_namespace(tmp_path):
+    grade = _grade_stable_softmax(tmp_path, NAMESPACE_KEY_WINDOW, timeout=20)
+    assert grade.points == 0, grade

@@ -50,6 +50,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -886,9 +887,33 @@ _CLASS_MRO = type.__dict__["__mro__"]
 
 def _module_of(kind: type) -> str:
     """``kind.__module__``, read without running code of the class's own (a
-    metaclass's property, a ``str`` subclass's methods): "" if not a str."""
+    metaclass's property, a ``str`` subclass's methods): "" if not a str, and
+    for a class whose namespace holds a key that is not a plain str (type's
+    getter looks ``__module__`` up in it, comparing keys with their own
+    ``__eq__``: the fifty-fourth red team's enum with a str-subclass key ran
+    there, inside the profile hook)."""
+    if not _plain_namespace(kind):
+        return ""
     module = _CLASS_MODULE.__get__(kind)
     return module if type(module) is str else ""
+
+
+#: id(class) -> (a weak reference to it, whether its namespace's keys are all
+#: plain str): a class's keys can only be given when it is made (setattr on a
+#: class stores a plain copy of the name), so each is read once.
+_NAMESPACES_READ: dict[int, tuple[weakref.ref, bool]] = {}
+
+
+def _plain_namespace(kind: type) -> bool:
+    """Whether every key of ``kind``'s own namespace is a plain ``str``: read
+    by going through the keys, which runs none of their code."""
+    known = _NAMESPACES_READ.get(id(kind))
+    if known is not None and known[0]() is kind:
+        return known[1]
+    plain = all(type(key) is str for key in _CLASS_DICT.__get__(kind))
+    with contextlib.suppress(TypeError):  # no weak reference: read every time
+        _NAMESPACES_READ[id(kind)] = (weakref.ref(kind), plain)
+    return plain
 
 
 _PARTIAL_FUNC = functools.partial.__dict__["func"]
@@ -1819,7 +1844,7 @@ def to_plain(value: Any, limits: dict | None = None) -> Any:
             return items if isinstance(v, list) else tuple(items)
         if isinstance(v, dict):
             return {_plain_key(k): plain(x, depth + 1) for k, x in list(dict.items(v))}
-        return f"<{type(v).__name__}>"
+        return f"<{_name_of(type(v))}>"
 
     return plain(value, 0)
 
@@ -1839,9 +1864,11 @@ def _plain_tensor(v: torch.Tensor) -> torch.Tensor:
 def _plain_key(key: Any) -> Any:
     if key is None or type(key) in (bool, int, float, str):
         return key
-    if isinstance(key, tuple) and all(type(k) in (bool, int, float, str) for k in key):
-        return key
-    return f"<{type(key).__name__}>"
+    if tuple in _CLASS_MRO.__get__(type(key)) and all(
+        type(k) in (bool, int, float, str) for k in tuple.__iter__(key)
+    ):
+        return tuple(tuple.__iter__(key))  # a plain tuple: no method of a subclass's
+    return f"<{_name_of(type(key))}>"
 
 
 # --- the results' way out of the sandbox: a strict format ---------------------------
@@ -1926,7 +1953,7 @@ def encode_result(result: Any) -> bytes:
             return {"tuple": [encode(x) for x in v]}
         if type(v) is dict:
             return {"dict": [[encode(k), encode(x)] for k, x in v.items()]}
-        return f"<{type(v).__name__}>"
+        return f"<{_name_of(type(v))}>"
 
     text = _DUMPS(encode(result), separators=(",", ":")).encode()
     return len(text).to_bytes(8, "big") + text + bytes(data)
@@ -2271,7 +2298,7 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         watch.course.clear()
         watch.torch_raised, watch.in_one_hot = False, 0
         tables = watch.tables()  # held here, out of the watch's reach
-        error = None
+        error = unreadable = None
         said, kinds, error_name, stub_raised = "", [], "", False
         try:
             with _watching(watch, forbidden):
@@ -2364,7 +2391,9 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
     watch.hits.clear()
     with _watched_step(watch, forbidden):
         kept.clear()
-        pristine = args = value = error = None  # freed here, watched
+        # freed here, watched (an error kept as unreadable too: a generator
+        # in its traceback would run its finally: the fifty-fourth red team)
+        pristine = args = value = error = unreadable = None
         if forbidden:
             gc.collect()  # every cycle the calls let go, also older ones
     if watch.hits:
