@@ -193,11 +193,7 @@ FORWARD_TABLE = Table(
     reference=_reference_forward,
     equal=close_at_scale,
     rows=(
-        WrongShape(
-            lambda case, got, want: (
-                f"The output has the input's shape (B, N, D) = {tuple(case[0].shape)}, got {tuple(got.shape)}."
-            )
-        ),
+        WrongShape.of_input("(B, N, D)"),
         Returns(
             lambda x, W_qkv, W_o, h: _attended(x, W_qkv, h, _head_scale(x, h)) @ W_o.T,
             "Apply W_o as the chapter writes it, rows are tokens: heads W_o, not W_oᵀ "

@@ -94,11 +94,7 @@ LN_TABLE = Table(
     reference=_layer_norm,
     case_by_case=True,
     rows=(
-        WrongShape(
-            lambda case, got, want: (
-                f"The output has the input's shape (..., D) = {tuple(case[0].shape)}, got {tuple(got.shape)}."
-            )
-        ),
+        WrongShape.of_input("(..., D)"),
         Returns(
             lambda x, g, b, eps=1e-5: _affine(_normalised(x, eps, unbiased=True), g, b),
             "Use the biased variance, the mean of (x − mean)² over the D features (1/D): "
@@ -304,11 +300,7 @@ MLP_TABLE = Table(
     case_by_case=True,
     rows=(
         Raised(("shapes cannot be multiplied", "size mismatch"), UNTRANSPOSED),
-        WrongShape(
-            lambda case, got, want: (
-                f"The output has the input's shape (..., D) = {tuple(case[0].shape)}, got {tuple(got.shape)}."
-            )
-        ),
+        WrongShape.of_input("(..., D)"),
         Returns(
             lambda x, W1, b1, W2, b2: _hidden(x, W1, b1) @ W2.T + b2,
             "Apply the ReLU to the hidden layer: without it the two linear layers "

@@ -101,6 +101,17 @@ class WrongShape:
     def example(self, case: tuple, want: Any) -> Outcome:
         return Outcome(value=torch.zeros((*want.shape, 2)))
 
+    @classmethod
+    def of_input(cls, layout: str) -> WrongShape:
+        """A shape other than the first argument's, which the answer keeps:
+        "The output has the input's shape (B, N, D) = (2, 5, 8), got ..."."""
+        return cls(
+            lambda case, got, want: (
+                f"The output has the input's shape {layout} = "
+                f"{tuple(case[0].shape)}, got {tuple(got.shape)}."
+            )
+        )
+
 
 @dataclass(frozen=True)
 class Holds:
