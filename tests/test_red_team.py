@@ -2679,3 +2679,80 @@ NAMESPACE_KEY_WINDOW = 'import asyncio\nimport enum\nimport time\n\nimport scipy
 def test_the_grader_gives_nothing_for_a_window_in_a_class_namespace(tmp_path):
     grade = _grade_stable_softmax(tmp_path, NAMESPACE_KEY_WINDOW, timeout=20)
     assert grade.points == 0, grade
+
+
+# --- the fifty-fifth red team -----------------------------------------------------
+
+
+def test_no_isinstance_of_a_learners_exception_outside_the_watch():
+    """Red team 55: a returned list whose ``__len__`` raised an exception of the
+    learner's; after the watch, ``isinstance(unreadable, _TooLarge)`` looked up
+    its ``__class__``, a property (an enum's functional form let it through the
+    screen) that ran unwatched (3 of 6 checks, 0 points). The runner asks the
+    type, not the object."""
+    import enum
+
+    from transformer_course.exercises import runner
+
+    callers = []
+
+    def class_read(self):
+        callers.append("read")  # once by the message, under the watch
+        return type(self)
+
+    Boom = enum.Enum(
+        "Boom", [("__class__", property(class_read)), ("a", 5)], type=Exception
+    )
+
+    class Unreadable(list):
+        def __len__(self):
+            raise Boom.a
+
+    (outcome,) = runner.call_cases(
+        lambda x: Unreadable([x]), [(torch.zeros(2),)], ["softmax"]
+    )
+    assert outcome["error"] == "UnreadableResult", outcome
+    assert len(callers) == 1, callers  # a second read came after the watch
+
+
+def test_a_class_namespace_changed_after_it_was_read_is_read_again():
+    """Red team 55: the hook remembered a class's namespace as plain once read;
+    a str-subclass key swapped in later (through ``cls.__dict__ == other``,
+    which hands the real namespace to ``other.__eq__``) was then compared
+    inside the hook. The keys are read every time."""
+    import gc
+    import sys
+
+    import numpy as np
+
+    from transformer_course.exercises import runner
+
+    ran = []
+
+    class Key(str):
+        def __hash__(self):
+            return hash("__module__")
+
+        def __eq__(self, other):
+            ran.append(sys._getframe(1).f_code.co_name)
+            return str(self) == other
+
+    class Plain(np.ndarray):
+        pass
+
+    window = np.zeros(2).view(Plain)
+
+    def answer(x):
+        window.sum()
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        return e / e.sum(-1, keepdim=True)
+
+    cases = [(torch.randn(2, 3),)]
+    assert runner.call_cases(answer, cases, ["softmax"])[0]["error"] is None
+    (namespace,) = [d for d in gc.get_referents(Plain) if type(d) is dict]
+    module = namespace.pop("__module__")
+    namespace[Key("__module__")] = module  # the same name, now a str subclass
+    ran.clear()
+    (outcome,) = runner.call_cases(answer, cases, ["softmax"])
+    assert "_module_of" not in ran, ran
+    assert outcome["error"] is None, outcome

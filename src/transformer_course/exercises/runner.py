@@ -50,7 +50,6 @@ import threading
 import time
 import types
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -898,22 +897,12 @@ def _module_of(kind: type) -> str:
     return module if type(module) is str else ""
 
 
-#: id(class) -> (a weak reference to it, whether its namespace's keys are all
-#: plain str): a class's keys can only be given when it is made (setattr on a
-#: class stores a plain copy of the name), so each is read once.
-_NAMESPACES_READ: dict[int, tuple[weakref.ref, bool]] = {}
-
-
 def _plain_namespace(kind: type) -> bool:
     """Whether every key of ``kind``'s own namespace is a plain ``str``: read
-    by going through the keys, which runs none of their code."""
-    known = _NAMESPACES_READ.get(id(kind))
-    if known is not None and known[0]() is kind:
-        return known[1]
-    plain = all(type(key) is str for key in _CLASS_DICT.__get__(kind))
-    with contextlib.suppress(TypeError):  # no weak reference: read every time
-        _NAMESPACES_READ[id(kind)] = (weakref.ref(kind), plain)
-    return plain
+    by going through the keys, which runs none of their code. Every time (about
+    5 µs for torch.Tensor's): a namespace read once can be changed later (the
+    fifty-fifth red team swapped a key in through ``cls.__dict__ == other``)."""
+    return all(type(key) is str for key in _CLASS_DICT.__get__(kind))
 
 
 _PARTIAL_FUNC = functools.partial.__dict__["func"]
@@ -2369,7 +2358,8 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
                 )
             )
             continue
-        if isinstance(unreadable, _TooLarge):
+        if type(unreadable) is _TooLarge:  # no isinstance: a __class__ of the
+            # learner's exception would run here, unwatched (the fifty-fifth red team)
             outcomes.append(
                 _outcome(
                     error="ResultTooLarge",
