@@ -475,7 +475,7 @@ USUAL_ERRORS = {
     ),
     "float meets double": (
         lambda: torch.randn(3, 4) @ torch.randn(4, 3).double(),
-        "dtype=x.dtype",
+        "t.to(other.dtype)",
     ),
     "top-k down a short batch": (
         lambda: torch.randn(2, 9).topk(3, dim=0),
