@@ -50,6 +50,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -724,7 +725,10 @@ def _kernel_keys(qualified: str) -> list[str]:
     MkldnnCPU, NestedTensorCPU, the sparse and composite ones...) but those
     that pass the call on. Read from the dispatcher, not listed by hand: the
     fifty-second red team's softmax ran on MkldnnCPU's kernel, which a list of
-    CPU, CUDA, sparse and composite keys left in place."""
+    CPU, CUDA, sparse and composite keys left in place. Read once per
+    operator (the table does not change while the course runs)."""
+    if qualified in _KERNEL_KEYS_READ:
+        return list(_KERNEL_KEYS_READ[qualified])
     keys = []
     for line in torch._C._dispatch_dump(f"aten::{qualified}").splitlines():
         key, _, rest = line.partition(": registered at ")
@@ -735,7 +739,11 @@ def _kernel_keys(qualified: str) -> list[str]:
                     f"aten::{qualified}", key
                 ):
                     keys.append(key)
+    _KERNEL_KEYS_READ[qualified] = tuple(keys)
     return keys
+
+
+_KERNEL_KEYS_READ: dict[str, tuple[str, ...]] = {}
 
 
 class ForbiddenUse(Exception):  # noqa: N818  (reported to the learner by name)
@@ -897,27 +905,53 @@ def _module_of(kind: type) -> str:
     return module if type(module) is str else ""
 
 
+#: id(class) -> (a weak reference to it, its namespace's size when read, and
+#: whether the namespace's keys were all plain str then)
+_NAMESPACES_READ: dict[int, tuple[weakref.ref, int, bool]] = {}
+
+
 def _plain_namespace(kind: type) -> bool:
     """Whether every key of ``kind``'s own namespace is a plain ``str``: read
-    by going through the keys, which runs none of their code. Every time (about
-    5 µs for torch.Tensor's): a namespace read once can be changed later (the
-    fifty-fifth red team swapped a key in through ``cls.__dict__ == other``)."""
-    return all(type(key) is str for key in _CLASS_DICT.__get__(kind))
+    by going through the keys, which runs none of their code; again whenever
+    the namespace's size changed. A key swapped in at the same size goes
+    unseen: that needs the namespace itself (``cls.__dict__ == other`` hands it
+    to ``other.__eq__``: the fifty-fifth red team, in a process of its own),
+    which the screen refuses (``.__dict__``, ``vars``). Reading every key at
+    every lookup instead made the checks two to four times slower."""
+    namespace = _CLASS_DICT.__get__(kind)
+    size = len(namespace)
+    known = _NAMESPACES_READ.get(id(kind))
+    if known is not None and known[0]() is kind and known[1] == size:
+        return known[2]
+    plain = all(type(key) is str for key in namespace)
+    with contextlib.suppress(TypeError):  # no weak reference: read every time
+        _NAMESPACES_READ[id(kind)] = (weakref.ref(kind), size, plain)
+    return plain
 
 
 _PARTIAL_FUNC = functools.partial.__dict__["func"]
 _UFUNC = __import__("numpy").ufunc
 _UFUNC_NAME = _UFUNC.__dict__["__name__"]
 #: The C function types whose name, module and bound object the profile hook
-#: reads, through their own getters (their attributes run no Python code).
-_C_FUNCTION_TYPES = tuple(
-    {
-        type(len),  # builtin_function_or_method: len, [].append
+#: reads, each with its own getters (their attributes run no Python code):
+#: compared by identity, so that no class's __eq__ runs in the hook.
+_C_FUNCTION_GETTERS = tuple(
+    (
+        kind,
+        tuple(
+            getter.__get__ if getter is not None else None
+            for getter in (
+                kind.__dict__.get(a) for a in ("__name__", "__module__", "__self__")
+            )
+        ),
+    )
+    for kind in (
+        type(len),  # builtin_function_or_method: len, [].append (nearly every call)
         type(str.join),  # method_descriptor
         type("".__add__),  # method-wrapper
         type(object.__init__),  # wrapper_descriptor
         type(dict.__dict__["fromkeys"]),  # classmethod_descriptor
-    }
+    )
 )
 
 
@@ -925,14 +959,12 @@ def _c_function_parts(function: object) -> tuple[str, str, object]:
     """(name, module, bound object) of a C function, as its type's own getters
     give them; ("", "", None) for anything else (nothing of it is read)."""
     kind = type(function)
-    if kind not in _C_FUNCTION_TYPES:
+    getters = next((g for known, g in _C_FUNCTION_GETTERS if kind is known), None)
+    if getters is None:
         return "", "", None
-    parts = []
-    for attribute in ("__name__", "__module__", "__self__"):
-        getter = kind.__dict__.get(attribute)
-        value = getter.__get__(function) if getter is not None else None
-        parts.append(value)
-    name, module, owner = parts
+    name, module, owner = (
+        get(function) if get is not None else None for get in getters
+    )
     return (
         name if type(name) is str else "",
         module if type(module) is str else "",
@@ -943,6 +975,11 @@ def _c_function_parts(function: object) -> tuple[str, str, object]:
 #: sys.modules as the interpreter keeps it (a cell may rebind the name).
 _SYS_MODULES = sys.modules
 _MODULE_SPEC = importlib.machinery.ModuleSpec
+
+
+#: id(a module's globals) -> the module, for the globals found to be a
+#: module's (checked again by identity at every use)
+_MODULE_OF_GLOBALS: dict[int, types.ModuleType] = {}
 
 
 def _modules_named(namespace: dict) -> list[types.ModuleType]:
@@ -1523,10 +1560,15 @@ class _Watch:
             return False
         # read without running code of the learner's: a dict subclass's get,
         # an object in sys.modules whose __class__ is a property
-        return not any(
-            _MODULE_DICT.__get__(module) is frame.f_globals
-            for module in _modules_named(frame.f_globals)
-        )
+        namespace = frame.f_globals
+        known = _MODULE_OF_GLOBALS.get(id(namespace))  # an int key: no code runs
+        if known is not None and _MODULE_DICT.__get__(known) is namespace:
+            return False
+        for module in _modules_named(namespace):
+            if _MODULE_DICT.__get__(module) is namespace:
+                _MODULE_OF_GLOBALS[id(namespace)] = module
+                return False
+        return True
 
     @contextlib.contextmanager
     def profiled(self):
