@@ -1136,7 +1136,7 @@ _RETAINS_GRAD = torch._C.TensorBase.__dict__["retains_grad"]
 #: lifted: a class attribute changed there during the call is the learner's
 #: code run unwatched (the thirty-ninth red team replaced one of torch.Tensor's
 #: through functools, called it, and put it back before the call returned).
-def _class_snapshot() -> tuple[tuple[dict, tuple], ...]:
+def _class_snapshot() -> tuple[tuple[dict, tuple, tuple, tuple], ...]:
     owners = (
         torch.Tensor,
         torch.nn.Parameter,
@@ -1144,10 +1144,14 @@ def _class_snapshot() -> tuple[tuple[dict, tuple], ...]:
         torch.UntypedStorage,
         torch.storage._StorageBase,
     )
-    return tuple(
-        (_CLASS_DICT.__get__(owner), tuple(_CLASS_DICT.__get__(owner).items()))
-        for owner in owners
-    )
+    snapshot = []
+    for owner in owners:
+        namespace = _CLASS_DICT.__get__(owner)
+        # the items keep the values alive, so that no id is used again
+        items = tuple(namespace.items())
+        keys, values = tuple(map(id, namespace)), tuple(map(id, namespace.values()))
+        snapshot.append((namespace, keys, values, items))
+    return tuple(snapshot)
 
 
 _CLASS_DICT = type.__dict__["__dict__"]
@@ -1155,17 +1159,18 @@ _CLASS_DICT = type.__dict__["__dict__"]
 
 def _classes_changed(snapshot) -> bool:
     """Whether an attribute of a class in ``snapshot`` was added, removed or
-    rebound since it was taken (by identity: no code of the values runs)."""
-    for now, then in snapshot:
-        if len(now) != len(then):
+    rebound since it was taken (by identity: no code of the values runs).
+
+    Read in bulk (``map`` over the namespace, compared as tuples of ints): it
+    runs inside the watch at every torch call, where each C call made from
+    Python wakes the profile hook; a lookup per attribute woke it about 500
+    times per call, which made the checks that watch torch twice as slow."""
+    for namespace, keys, values, _ in snapshot:
+        if tuple(map(id, namespace)) != keys:
             return True
-        for name, value in then:
-            if now.get(name, _MISSING) is not value:
-                return True
+        if tuple(map(id, namespace.values())) != values:
+            return True
     return False
-
-
-_MISSING = object()
 
 
 _PLAIN_TYPE_IDS = frozenset(map(id, _plain_types()))
