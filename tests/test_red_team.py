@@ -2542,12 +2542,6 @@ def test_a_forbidden_operators_kernels_are_replaced_for_every_backend():
 HOOK_WINDOW_SOFTMAX = 'import asyncio\n\nimport numpy as np\n\nimport torch\n\nBOX = {}\n\n\nclass Window(np.ndarray):\n    """The runner\'s profile hook asks hasattr(owner, "nin") of any C method\n    whose owner\'s class is NumPy\'s: this property runs inside the hook, where\n    no profile event fires (and, in a thread of asyncio\'s, no torch mode is on)."""\n\n    @property\n    def nin(self):\n        job = BOX.pop("job", None) or BOX.pop("job_in_thread", None)\n        if job is not None:\n            job()\n        return 1\n\n\nWINDOW = np.zeros(1).view(Window)\n\n\ndef unprofiled(job):\n    BOX["job"] = job\n    WINDOW.sum()  # a C call: the hook reads WINDOW.nin\n\n\nclass Loop(asyncio.SelectorEventLoop):\n    # asyncio\'s _getaddrinfo_debug, run in the executor\'s thread, calls\n    # self.time(): a C method of WINDOW, so the thread\'s hook reads .nin too\n    time = WINDOW.sum\n\n\ndef in_a_thread(job):\n    def start():\n        loop = Loop()\n        loop.set_debug(True)\n        BOX["loop"] = loop\n        BOX["job_in_thread"] = job\n        try:\n            loop.run_until_complete(loop.getaddrinfo("localhost", 1))\n        except Exception:\n            pass\n\n    unprofiled(start)\n\n\ndef stable_softmax(x):\n    """x (..., N) -> (..., N)."""\n    def job():\n        d = x.detach(); BOX["out"] = torch.softmax(d.float().reshape(-1, d.shape[-1]).to_mkldnn(), dim=-1).to_dense().reshape(d.shape).to(d.dtype)\n        BOX["loop"].set_debug(False)  # its callback checks would run unwatched-looking code\n\n    BOX["thread_job"] = job\n    in_a_thread(job)\n    return BOX.pop("out")\n'
 
 
-@needs_bwrap
-def test_the_grader_refuses_a_softmax_run_in_the_profile_hooks_window(tmp_path):
-    grade = _grade_stable_softmax(tmp_path, HOOK_WINDOW_SOFTMAX)
-    assert grade.points == 0, grade
-
-
 def test_a_module_that_names_itself_otherwise_is_not_the_learners():
     """Red team 52's note: ``_collections_abc`` calls itself "collections.abc",
     another module in sys.modules, so its frames counted as the learner's (an
@@ -2611,12 +2605,6 @@ def test_nothing_of_an_errors_text_outlives_the_watch():
 ERROR_TEXT_WINDOW = 'import asyncio\nimport time\n\nimport scipy.special\nimport torch\n\nBOX = {"queue": [], "open": False}\n\n\ndef serve():\n    """The helper: runs in asyncio\'s executor thread, started where no watch was on."""\n    while True:\n        if BOX["queue"]:\n            req = BOX["queue"].pop()\n            x, out = req[0], req[1]\n            out.numpy()[...] = scipy.special.softmax(x.numpy(), axis=-1)\n            req.append(True)\n        else:\n            time.sleep(0.0002)\n\n\nclass Loop(asyncio.SelectorEventLoop):\n    def time(self):\n        try:\n            asyncio.get_running_loop()\n        except RuntimeError:  # asyncio\'s executor thread: no loop runs here\n            serve()\n        return time.monotonic()\n\n\ndef start_helper():\n    loop = Loop()\n    loop.set_debug(True)\n    task = loop.create_task(loop.getaddrinfo("localhost", 1))\n    loop.run_until_complete(asyncio.sleep(0.05))\n    BOX["loop"] = (loop, task)\n    BOX["open"] = True\n\n\nclass Said(str):\n    def __str__(self):\n        if not BOX["open"]:\n            start_helper()\n        return "a message"\n\n    def __add__(self, other):\n        if not BOX["open"]:\n            start_helper()\n        return "a message" + other\n\n\nclass Opening(ValueError):\n    def __str__(self):\n        return Said("a message")\n\n\ndef stable_softmax(x):\n    """x (..., N) -> (..., N)."""\n    if not BOX["open"]:\n        raise Opening()\n    out = torch.empty_like(x)\n    req = [x, out]\n    BOX["queue"].append(req)\n    while len(req) < 3:\n        time.sleep(0.0002)\n    return out\n'
 
 
-@needs_bwrap
-def test_the_grader_gives_nothing_for_a_helper_started_from_an_errors_text(tmp_path):
-    grade = _grade_stable_softmax(tmp_path, ERROR_TEXT_WINDOW, timeout=20)
-    assert grade.points == 0, grade
-
-
 # --- the fifty-fourth red team ----------------------------------------------------
 
 
@@ -2675,9 +2663,20 @@ def test_a_class_namespace_key_of_the_learners_is_not_compared_in_the_hook():
 NAMESPACE_KEY_WINDOW = 'import asyncio\nimport enum\nimport time\n\nimport scipy.special\nimport torch\n\nBOX = {"phase": ""}\n\n\nclass Key(str):\n    """A class attribute\'s name whose hash is that of "__module__": type\'s\n    __module__ getter, which the runner\'s profile hook calls on the class of a\n    C method\'s bound object, compares this key with "__module__" first."""\n\n    def __hash__(self):\n        return hash("__module__")\n\n    def __eq__(self, other):\n        phase = BOX["phase"]\n        if phase == "main":\n            BOX["phase"] = "thread"\n            start_helper()\n        elif phase == "thread":\n            BOX["phase"] = "done"\n            job()\n        return str(self) == other\n\n\ndef helper(self):\n    return 0\n\n\nDoor = enum.Enum("Door", [(Key("m"), helper), ("a", 1)], type=int)\n\n\nclass Loop(asyncio.SelectorEventLoop):\n    # asyncio\'s _getaddrinfo_debug, run in the executor\'s thread, calls\n    # self.time(): a C method bound to Door.a, so that thread\'s hook opens too\n    time = Door.a.bit_length\n\n\ndef job():\n    x, out = BOX["x"], BOX["out"]\n    out.numpy()[...] = scipy.special.softmax(x.detach().numpy(), axis=-1)\n\n\ndef start_helper():\n    loop = Loop()\n    loop.set_debug(True)\n    try:\n        loop.run_until_complete(loop.getaddrinfo("localhost", 1))\n    except Exception:\n        pass\n    loop.run_until_complete(loop.shutdown_default_executor())\n    loop.close()\n\n\ndef stable_softmax(x):\n    """x (..., N) -> (..., N)."""\n    out = torch.empty_like(x)\n    BOX["x"], BOX["out"], BOX["phase"] = x, out, "main"\n    Door.a.bit_length()  # the hook\'s window\n    BOX["phase"] = ""\n    return out\n'
 
 
+#: The red teams' chapter-2 cells that opened a window where the watch was
+#: blind or lifted, each of which the grader scored before its fix: the pass,
+#: and the cell as the red team wrote it.
+WINDOW_CELLS = {
+    52: HOOK_WINDOW_SOFTMAX,  # a property read inside the profile hook (3/3)
+    53: ERROR_TEXT_WINDOW,  # a helper started from an error's text (2.5/3)
+    54: NAMESPACE_KEY_WINDOW,  # a namespace key compared inside the hook (3/3)
+}
+
+
 @needs_bwrap
-def test_the_grader_gives_nothing_for_a_window_in_a_class_namespace(tmp_path):
-    grade = _grade_stable_softmax(tmp_path, NAMESPACE_KEY_WINDOW, timeout=20)
+@pytest.mark.parametrize("number", sorted(WINDOW_CELLS))
+def test_the_grader_gives_nothing_for_a_window_cell(tmp_path, number):
+    grade = _grade_stable_softmax(tmp_path, WINDOW_CELLS[number], timeout=20)
     assert grade.points == 0, grade
 
 
@@ -2758,3 +2757,165 @@ def test_a_class_namespace_changed_after_it_was_read_is_read_again():
     (outcome,) = runner.call_cases(answer, cases, ["softmax"])
     assert "_module_of" not in ran, ran
     assert outcome["error"] is None, outcome
+
+
+# --- the fifty-sixth red team -----------------------------------------------------
+
+#: Red team 56's cells: a tensor made in a cell shares its memory with a NumPy
+#: array (``.numpy()``, or ``torch.as_tensor`` of an array); inside the call the
+#: input is copied in (``copy_``, an allowed operator), NumPy computes on the
+#: array, and a view of the tensor is returned. No number left torch through any
+#: call the watch saw (stable_softmax 3/3, embed_one_hot 2/2, layer_norm 4/4 from
+#: the grader before the fix).
+SHARED_SOFTMAX = """
+import numpy as np
+import torch
+
+_BUF = torch.zeros(1 << 16, dtype=torch.float64)
+_ARR = _BUF.numpy()
+
+
+def stable_softmax(x):
+    n = x.numel()
+    _BUF[:n].copy_(x.reshape(-1))
+    a = _ARR[:n].reshape(tuple(x.shape))
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    a[...] = e / e.sum(axis=-1, keepdims=True)
+    return _BUF[:n].reshape(x.shape).to(x.dtype)
+"""
+SHARED_BY_AS_TENSOR = SHARED_SOFTMAX.replace(
+    "_BUF = torch.zeros(1 << 16, dtype=torch.float64)\n_ARR = _BUF.numpy()",
+    "_ARR = np.zeros(1 << 16)\n_BUF = torch.as_tensor(_ARR)",
+)
+SHARED_LOOKUP = """
+import torch
+
+_N = 4096
+_IDS = torch.zeros(_N, dtype=torch.int64)
+_TAB = torch.zeros(_N, dtype=torch.float64)
+_OUT = torch.zeros(_N, dtype=torch.float64)
+_IDS_NP, _TAB_NP, _OUT_NP = _IDS.numpy(), _TAB.numpy(), _OUT.numpy()
+_IDS_V = {n: _IDS[:n] for n in range(1, _N)}
+_TAB_V = {n: _TAB[:n] for n in range(1, _N)}
+_OUT_V = {n: _OUT[:n] for n in range(1, _N)}
+
+
+def embed_one_hot(ids, table):
+    n, (V, D) = ids.numel(), table.shape
+    _IDS_V[n].copy_(ids.reshape(-1))
+    _TAB_V[V * D].copy_(table.reshape(-1))
+    rows = _TAB_NP[: V * D].reshape(V, D)[_IDS_NP[:n]]
+    _OUT_NP[: n * D] = rows.reshape(-1)
+    return _OUT_V[n * D].reshape(*ids.shape, D).to(table.dtype)
+"""
+SHARED_LAYER_NORM = """
+import numpy as np
+import torch
+
+_BUF = torch.zeros(1 << 16, dtype=torch.float64)
+_ARR = _BUF.numpy()
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    n, D = x.numel(), x.shape[-1]
+    torch.add(x.reshape(-1), 0, out=_BUF[:n])  # out= writes as copy_ does
+    a = _ARR[:n].reshape(-1, D)
+    a[...] = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + eps)
+    return _BUF[:n].reshape(x.shape).to(x.dtype) * gamma + beta
+"""
+#: the same, the array lifted inside the call (``torch.as_tensor`` of an array
+#: made in a cell: ``lift_fresh`` of memory that is NumPy's)
+LIFTED_IN_THE_CALL = """
+import numpy as np
+import torch
+
+_ARR = np.zeros(1 << 16)
+
+
+def stable_softmax(x):
+    n = x.numel()
+    buf = torch.as_tensor(_ARR)
+    buf[:n].copy_(x.reshape(-1).double())
+    a = _ARR[:n].reshape(tuple(x.shape))
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    a[...] = e / e.sum(axis=-1, keepdims=True)
+    return buf[:n].reshape(x.shape).to(x.dtype)
+"""
+#: name -> (chapter, exercise, cell, what the first hint says)
+SHARED_MEMORY = {
+    "numpy view": (2, "stable_softmax", SHARED_SOFTMAX, "did not make"),
+    "as_tensor": (2, "stable_softmax", SHARED_BY_AS_TENSOR, "did not make"),
+    # made in the call, but of memory that is NumPy's (not resizable)
+    "lifted in the call": (2, "stable_softmax", LIFTED_IN_THE_CALL, "did not make"),
+    "lookup": (1, "embed_one_hot", SHARED_LOOKUP, "did not make"),
+    "out=": (4, "layer_norm", SHARED_LAYER_NORM, "did not make"),
+}
+
+
+@pytest.mark.parametrize("name", list(SHARED_MEMORY))
+def test_no_write_into_memory_numpy_may_share(name):
+    """In process, as the notebook checks: every case is refused as a write into
+    a tensor the call did not make, and the exercise earns nothing."""
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    number, key, source, said = SHARED_MEMORY[name]
+    exercise = chapter(number).exercises[key]
+    report = core.run_exercise(exercise, namespace_from([source])[exercise.function])
+    assert report.score == 0, report
+    assert said in report.first_hint, report.first_hint
+
+
+#: Writes an honest answer makes, each into a tensor it made (a fresh result,
+#: a clone, a torch.tensor of numbers, out= into a new tensor, a view of one):
+#: still full marks.
+HONEST_WRITES = {
+    "empty_like and copy_": (
+        "def stable_softmax(x):\n"
+        "    out = torch.empty_like(x)\n"
+        "    out.copy_((x - x.amax(-1, keepdim=True)).exp())\n"
+        "    out /= out.sum(-1, keepdim=True)\n"
+        "    return out\n"
+    ),
+    "torch.tensor written by index": (
+        "def stable_softmax(x):\n"
+        "    zero = torch.tensor([0.0, 0.0], dtype=x.dtype)\n"
+        "    zero[1] = 1.0\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp() * zero[1]\n"
+        "    return e / e.sum(-1, keepdim=True)\n"
+    ),
+    "out= into a new tensor, then a view of it": (
+        "def stable_softmax(x):\n"
+        "    shifted = torch.empty_like(x)\n"
+        "    torch.sub(x, x.amax(-1, keepdim=True), out=shifted)\n"
+        "    shifted.exp_()\n"
+        "    shifted[..., :] /= shifted.sum(-1, keepdim=True)\n"
+        "    return shifted\n"
+    ),
+    "the input itself, cloned": (
+        "def stable_softmax(x):\n"
+        "    y = x.clone()\n"
+        "    y.sub_(y.amax(-1, keepdim=True)).exp_()\n"
+        "    return y.div_(y.sum(-1, keepdim=True))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HONEST_WRITES))
+def test_writes_into_tensors_the_call_made_are_honest(name):
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    exercise = chapter(2).exercises["stable_softmax"]
+    function = namespace_from([HONEST_WRITES[name]])["stable_softmax"]
+    report = core.run_exercise(exercise, function)
+    assert report.score == exercise.points, report
+
+
+@needs_bwrap
+def test_the_grader_gives_nothing_for_memory_shared_with_numpy(tmp_path):
+    grade = _grade_stable_softmax(tmp_path, SHARED_SOFTMAX, timeout=20)
+    assert grade.points == 0, grade
+    assert "did not make" in grade.hint, grade.hint

@@ -15,6 +15,14 @@ taken), so that a verdict is the same from run to run.
     python tools/verdict_corpus.py --record --grader   # and the grader's (slow)
     python tools/verdict_corpus.py --compare           # exit 1 on any change
     python tools/verdict_corpus.py --compare --grader  # the grader's too (slow)
+
+A change of wording is taken in without re-recording everything: ``--accept
+OLD NEW`` (repeatable) with ``--compare`` rewrites the recorded notebook verdicts
+whose only difference is ``OLD`` written as ``NEW`` in their hints and check
+names, and adds the answers the tests gained since; any other difference is
+printed and nothing is written.
+
+    python tools/verdict_corpus.py --compare --accept "a float" "a float32"
 """
 
 from __future__ import annotations
@@ -222,12 +230,72 @@ def differences(path: Path = CORPUS, with_grader: bool = False) -> list[str]:
     return changed
 
 
+def _reworded(verdict: dict, replacements: list[tuple[str, str]]) -> dict:
+    """``verdict`` with each ``old`` text written as ``new`` in its check names
+    and hints."""
+
+    def reworded(text):
+        for old, new in replacements:
+            text = text.replace(old, new)
+        return text
+
+    if "checks" not in verdict:
+        return verdict
+    checks = [
+        [reworded(name), passed, reworded(hint)]
+        for name, passed, hint in verdict["checks"]
+    ]
+    return {**verdict, "checks": checks}
+
+
+def accept(
+    replacements: list[tuple[str, str]], path: Path = CORPUS, gained=submissions
+) -> list[str]:
+    """Take in a change of wording: every recorded notebook verdict that differs
+    from today's only by ``replacements`` is rewritten, answers the tests gained
+    since (``gained()``) are added; the differences that are not rewordings are returned, and
+    then nothing is written."""
+    data = json.loads(path.read_text())
+    recorded = data["submissions"]
+    known = {entry["id"] for entry in recorded}
+    unexplained = []
+    for entry in recorded:
+        now = notebook_verdict(entry)
+        if now == entry["notebook"]:
+            continue
+        if _reworded(entry["notebook"], replacements) == now:
+            entry["notebook"] = now
+        else:
+            unexplained.append(f"{entry['id']}: {entry['notebook']} -> {now}")
+    if unexplained:
+        return unexplained
+    for entry in gained():
+        if entry["id"] not in known:
+            entry["notebook"] = notebook_verdict(entry)
+            recorded.append(entry)
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    return []
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--grader", action="store_true")
     parser.add_argument("--compare", action="store_true")
+    parser.add_argument(
+        "--accept",
+        nargs=2,
+        action="append",
+        metavar=("OLD", "NEW"),
+        help="with --compare: take in OLD written as NEW in the notebook's hints",
+    )
     args = parser.parse_args(argv)
+    if args.accept:
+        if not args.compare or args.grader or args.record:
+            parser.error("--accept goes with --compare alone (no --grader, --record)")
+        unexplained = accept([tuple(pair) for pair in args.accept])
+        print("\n".join(unexplained) or f"rewordings taken in: {CORPUS}")
+        return 1 if unexplained else 0
     if args.record:
         data = record(with_grader=args.grader)
         print(f"recorded {len(data['submissions'])} answers in {CORPUS}")

@@ -12,7 +12,7 @@ shows three ways, all written with the same angles
   :class:`LearnedPositions` (GPT-2);
 * rotary positions (RoPE, Su et al. 2021; eq. (5.5)), which rotate each head's
   queries and keys by their position so that the score of a query at n and
-  a key at m depends on ``m − n`` only: :class:`RotaryEmbedding`, which
+  a key at n′ depends on ``n − n′`` only: :class:`RotaryEmbedding`, which
   :class:`~transformer_course.multihead.MultiHeadAttention` and
   :class:`~transformer_course.block.Block` take as an option;
 * a bias on the scores that grows with the distance between query and key
@@ -265,16 +265,17 @@ def _expect_rotary_input(x: torch.Tensor, angles: torch.Tensor) -> dict[str, int
 
 
 def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Chapter 5, eq. (5.5): turn each pair (x_2i, x_2i+1) of token n by angles[n, i].
+    """Chapter 5, eq. (5.5): turn each pair (x_{2i}, x_{2i+1}) of token n by angles[n, i].
 
     The teaching form, in real arithmetic::
 
-        x'_2i   = x_2i cos θ − x_2i+1 sin θ
-        x'_2i+1 = x_2i sin θ + x_2i+1 cos θ        θ = angles[n, i] = n·ω_i
+        x̃_{2i}   = x_{2i} cos θ − x_{2i+1} sin θ
+        x̃_{2i+1} = x_{2i} sin θ + x_{2i+1} cos θ        θ = angles[n, i] = n·ω_i
 
-    A rotation keeps lengths, and two vectors turned by θ_n and θ_m have the
-    dot product of the originals with one turned by θ_m − θ_n: with θ = n·ω the
-    score of a query at position n and a key at m depends on m − n only. Equal to
+    A rotation keeps lengths, and two vectors turned by θ_n and θ_n′ have the
+    dot product of the originals with one turned by θ_n − θ_n′: with θ = n·ω
+    the score of a query at position n and a key at n′ depends on n − n′ only
+    (the chapter's q̃_n · k̃_n′ = q_nᵀ R_{n−n′} k_n′, eq. (5.6)). Equal to
     :func:`apply_rotary_complex`.
 
     Args:
@@ -288,7 +289,7 @@ def apply_rotary(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     _expect_rotary_input(x, angles)
     cos = angles.cos().to(x.dtype)  # (N, d/2)
     sin = angles.sin().to(x.dtype)
-    even, odd = x[..., 0::2], x[..., 1::2]  # (..., N, d/2) each: x_2i, x_2i+1
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., N, d/2) each: x_{2i}, x_{2i+1}
     rotated = torch.stack(
         (even * cos - odd * sin, even * sin + odd * cos), dim=-1
     )  # (..., N, d/2, 2)
@@ -316,7 +317,7 @@ class RotaryEmbedding(nn.Module):
     (B, H, N, d) of positions offset ... offset + N − 1 with
     :func:`apply_rotary` (interleaved pairs (2i, 2i+1), frequencies
     ω_i = base^(−2i/d)) and returns both, same shapes. The values are not
-    turned. Attention then scores ``q'_n · k'_m = f(q, k, m − n)``: relative
+    turned. Attention then scores ``q̃_n · k̃_n′ = f(q, k, n − n′)``: relative
     positions, with nothing added to the tokens.
 
     No parameters and no tables: the angles are computed in float64 at each

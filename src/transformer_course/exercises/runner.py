@@ -756,6 +756,9 @@ _OPERATOR = "operator:"
 _NUMBERS_OUT = "numbers out"
 #: A hit's key for an error of torch's that the learner's function caught.
 _CAUGHT = "caught"
+#: A hit's key for a write into a tensor the call did not make (see
+#: :func:`_written_outside`).
+_WRITTEN_OUTSIDE = "written outside"
 
 #: A hit's key for the learner's code run where torch has lifted the watch's
 #: function mode: called back from inside its handler (a size's ``__index__``,
@@ -796,6 +799,13 @@ def forbidden_message(key: str) -> str:
             "x[mask] or nonzero): keep them in tensors (torch.where instead of an "
             "if), and run sanity checks on values (an assert, an if, a print) "
             "outside the function, on what it returns"
+        )
+    if key == _WRITTEN_OUTSIDE:
+        return (
+            f"{CANNOT_FOLLOW} a write into a tensor your function did not make "
+            "(one made in another cell, or a view of it, written with copy_, an "
+            "in-place operation or out=): build the tensors you write into inside "
+            "the function (torch.empty_like, torch.zeros, clone)"
         )
     if key == _CAUGHT:
         return (
@@ -870,6 +880,82 @@ def _constant_write(func, args, kwargs) -> bool:
     # one value, or a tensor of one repeated value (torch.ones(n)): not the table
     flat = values.detach().reshape(-1)
     return flat.numel() <= 1 or bool(torch.all(flat == flat[0]))
+
+
+_STORAGE_ID = torch._C._storage_id  # a tensor's StorageImpl's address
+_STORAGE_RESIZABLE = torch.UntypedStorage.resizable
+_UNTYPED_STORAGE = torch._C.TensorBase.untyped_storage
+#: operator -> (the schema positions and names of the arguments it writes,
+#: whether each of its returns is a new tensor rather than a view or an input)
+_WRITES_AND_RETURNS: dict[object, tuple[tuple, tuple[bool, ...]]] = {}
+
+
+def _writes_and_returns(func) -> tuple[tuple, tuple[bool, ...]]:
+    """What torch's schema of ``func`` says it writes and returns (read once
+    per operator)."""
+    known = _WRITES_AND_RETURNS.get(func)
+    if known is None:
+        schema = func._schema
+        written = tuple(
+            (i, argument.name)
+            for i, argument in enumerate(schema.arguments)
+            if argument.alias_info is not None and argument.alias_info.is_write
+        )
+        fresh = tuple(r.alias_info is None for r in schema.returns)
+        known = _WRITES_AND_RETURNS[func] = (written, fresh)
+    return known
+
+
+def _storages(value) -> list[int]:
+    """The storages of the tensors in ``value`` (a tensor, or a tuple, list or
+    dict of them, as a case or an operator's arguments hold them)."""
+    found, stack = [], [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is torch.Tensor or kind is torch.nn.Parameter:
+            with contextlib.suppress(RuntimeError):  # no storage (sparse, nested)
+                found.append(_STORAGE_ID(item))
+        elif kind is tuple or kind is list:
+            stack.extend(item)
+        elif kind is dict:
+            stack.extend(dict.values(item))
+    return found
+
+
+def _written_outside(func, args, kwargs, made: set[int]) -> bool:
+    """Whether ``func`` writes into a tensor whose storage is not in ``made``:
+    the storages the call made and its inputs'. A tensor made in another cell
+    can share its memory with a NumPy array (``t.numpy()``, ``torch.as_tensor``
+    of an array): an input copied into it there is NumPy's to compute on, out
+    of every watch's sight, and the result read back through the tensor (the
+    fifty-sixth red team's softmax, LayerNorm and table lookup)."""
+    written, _ = _writes_and_returns(func)
+    for at, name in written:
+        value = args[at] if at < len(args) else (kwargs or {}).get(name)
+        if not made.issuperset(_storages(value)):
+            return True
+    return False
+
+
+def _note_made(func, args, out, made: set[int]) -> None:
+    """Add the storages of ``func``'s new tensors in ``out`` to ``made``: its
+    returns that are neither views nor inputs, and a tensor that
+    ``torch.tensor`` made of Python numbers (``lift_fresh``, whose memory is
+    torch's own and so resizable; an array's memory, lifted by
+    ``torch.as_tensor``, is not)."""
+    _, fresh = _writes_and_returns(func)
+    outs = out if type(out) is tuple else (out,)
+    for is_fresh, value in zip(fresh, outs, strict=False):
+        if is_fresh:
+            made.update(_storages(value))
+    name = func.overloadpacket.__name__
+    if name == "lift_fresh" and type(out) is torch.Tensor:
+        with contextlib.suppress(RuntimeError):
+            # called from map's C code: the profile hook, which refuses
+            # untyped_storage wherever numbers may not leave torch, sees no call
+            if all(map(_STORAGE_RESIZABLE, map(_UNTYPED_STORAGE, (out,)))):
+                made.add(_STORAGE_ID(out))
 
 
 #: Operators whose result is a Python value, or a shape, that depends on the
@@ -1366,6 +1452,7 @@ class _Watch:
         self.moded = False  # the modes are on: learner code runs under them
         self.classes = ()  # torch's classes as the call found them (_class_snapshot)
         self.torch_raised = False  # an error of torch's reached the learner's code
+        self.made: set[int] = set()  # the storages the call made, and its inputs'
 
     def tables(self) -> tuple:
         """What the watch looks for, by value: compared before and after a call,
@@ -1436,13 +1523,18 @@ class _Watch:
                         func, args, kwargs
                     ):
                         key = "embedding"  # the table's rows, written by their ids
+                    elif _written_outside(func, args, kwargs, watch.made):
+                        key = _WRITTEN_OUTSIDE  # memory NumPy may share
                 if key is not None:
                     raise watch.hit(key)
                 # noted here too: code torch calls back inside the function
                 # handler (an __index__) runs with the function mode lifted
                 # (the thirty-fifth red team read numbers out of scatter_'s
                 # message so)
-                return watch.run(func, args, kwargs)
+                out = watch.run(func, args, kwargs)
+                if allowed is not None:
+                    _note_made(func, args, out, watch.made)
+                return out
 
         return Functions(), Operators()
 
@@ -2333,6 +2425,7 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         watch.hits.clear()
         watch.course.clear()
         watch.torch_raised, watch.in_one_hot = False, 0
+        watch.made = set(_storages(args))  # its inputs: fresh copies
         tables = watch.tables()  # held here, out of the watch's reach
         error = unreadable = None
         said, kinds, error_name, stub_raised = "", [], "", False
