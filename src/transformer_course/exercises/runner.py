@@ -2215,9 +2215,11 @@ def _same(a: Any, b: Any) -> bool:
         # learner's tensor could stand in for a method
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
+        if torch.equal(a, b):  # one call where nothing changed (each costs a watch)
+            return True
         if torch.is_floating_point(a) or torch.is_complex(a):
             return bool(torch.all(torch.eq(a, b) | (torch.isnan(a) & torch.isnan(b))))
-        return bool(torch.equal(a, b))
+        return False
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return (
             type(a) is type(b)
@@ -2428,7 +2430,7 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         watch.made = set(_storages(args))  # its inputs: fresh copies
         tables = watch.tables()  # held here, out of the watch's reach
         error = unreadable = None
-        said, kinds, error_name, stub_raised = "", [], "", False
+        said, kinds, error_name, stub_raised, mutated = "", [], "", False, []
         try:
             with _watching(watch, forbidden):
                 try:
@@ -2455,6 +2457,19 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
                 except Exception as err:  # _TooLarge, or a value with no data
                     plain, unreadable = None, err
                     unreadable_said = _message(err)  # watched, as above
+                # Comparing the inputs can run the learner's code (a method set
+                # on an input tensor, a dict key's __hash__: the twenty-first red
+                # team computed the forbidden function there, after the call):
+                # in the same watch, and an error there is the watch's
+                try:
+                    mutated = [
+                        i
+                        for i, (a, b) in enumerate(zip(args, pristine, strict=True))
+                        if not _same_or_unreadable(a, b)
+                    ]
+                except Exception:
+                    if not watch.hits:
+                        watch.hits.append("escape")
         except NotImplementedError as err:
             if not (watch.hits or watch.course) and stub_raised:
                 outcomes.append(_outcome(error=NOT_ATTEMPTED, message=said))
@@ -2464,17 +2479,6 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         except Exception as err:  # the learner's bug, reported as a hint
             error = err
         kept.append((error, value if error is None else None))
-        if error is None:
-            # Comparing the inputs can run the learner's code (a method set on
-            # an input tensor, a dict key's __hash__: the twenty-first red team
-            # computed the forbidden function there, after the call): watched
-            # too, as the reading of the result was.
-            with _watched_step(watch, forbidden):
-                mutated = [
-                    i
-                    for i, (a, b) in enumerate(zip(args, pristine, strict=True))
-                    if not _same_or_unreadable(a, b)
-                ]
         if watch.tables() != tables:  # the learner's code emptied the watch
             watch.hits.insert(0, "escape")
         if watch.course:  # reached at run time (``__import__`` of a computed name)
