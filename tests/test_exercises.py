@@ -919,6 +919,15 @@ def test_more_hints_name_the_mistake_made(number, key, source, said, never):
         assert not any(never in h for h in hints.values()), hints
 
 
+def test_a_dropped_last_id_is_named_by_the_overlap_check_too():
+    """[1, 1, 1] -> [9]: the overlap check names the missing last id, as the
+    worked example's does, not only "should give [9, 1]"."""
+    (source,) = [row[2] for row in MORE_MISTAKES if "len(ids) - 1" in row[2]]
+    exercise = chapter(1).exercises["merge_pair"]
+    hints = failing(core.run_exercise(exercise, fn(source, exercise.function)))
+    assert "the last id is missing" in hints["overlapping pairs merge left to right"]
+
+
 def test_each_exercise_is_titled_as_its_notebook_heads_it():
     """The results box, the progress table and the grader's report name an
     exercise by the heading the learner reads above it."""

@@ -263,6 +263,12 @@ def _judge_merge_overlap(cases, outcomes):
         raise Failed(
             "Scan from left to right: [1, 1, 1] merges its first pair, giving [9, 1]."
         )
+    if got[0] == [9]:  # the trailing 1, with no pair after it, left out
+        raise Failed(
+            "Merging (1, 1) in [1, 1, 1] should give [9, 1]: the last id is missing. "
+            "Loop to the end of the list: only a pair needs i + 1 < len(ids), a "
+            "single id does not."
+        )
     raise Failed(
         f"Merging (1, 1) in [1, 1, 1] should give [9, 1]; you returned {shown(got[0])}."
     )

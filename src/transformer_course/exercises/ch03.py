@@ -340,7 +340,7 @@ COUNT = Exercise(
     "Exercise 4: count the parameters",
     2,
     (
-        Check("4D² (+4D biases), for any H", _count_cases, _judge_count),
+        Check("the count for any D, H and bias", _count_cases, _judge_count),
         unseen_check("the same for unseen sizes", _random_counts, _judge_count),
     ),
     twins=lambda case, g: one_size_at_a_time(case, g, _resize_count),
