@@ -2841,6 +2841,49 @@ def stable_softmax(x):
     a[...] = e / e.sum(axis=-1, keepdims=True)
     return buf[:n].reshape(x.shape).to(x.dtype)
 """
+#: Red team 57: tensors made in the call and let go leave their storages'
+#: addresses free, and an array lifted next (``torch.as_tensor``) took one over,
+#: so that it counted as made (3/3, 4/4 and 2/2 from the grader before the fix:
+#: the watch now keeps what the call made until the case ends)
+REUSED_ADDRESS = """
+import numpy as np
+import torch
+
+_ARR = np.zeros(1 << 16)
+
+
+def stable_softmax(x):
+    n = x.numel()
+    pool = [torch.zeros(1, dtype=torch.float64) for _ in range(6)]
+    del pool
+    buf = torch.as_tensor(_ARR)
+    buf[:n].copy_(x.reshape(-1).double())
+    a = _ARR[:n].reshape(tuple(x.shape))
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    a[...] = e / e.sum(axis=-1, keepdims=True)
+    return buf[:n].reshape(x.shape).to(x.dtype)
+"""
+REUSED_ADDRESS_LOOKUP = """
+import numpy as np
+import torch
+
+
+def _shared(shape, dtype):
+    array = np.zeros(shape, dtype=dtype)
+    pool = [torch.zeros(1, dtype=torch.float64) for _ in range(6)]
+    del pool
+    return array, torch.as_tensor(array)
+
+
+def embed_one_hot(ids, table):
+    ids_np, ids_t = _shared(tuple(ids.shape), np.int64)
+    tab_np, tab_t = _shared(tuple(table.shape), np.float64)
+    ids_t.copy_(ids)
+    tab_t.copy_(table)
+    rows = tab_np[ids_np]
+    return torch.as_tensor(rows).to(table.dtype)
+"""
+
 #: name -> (chapter, exercise, cell, what the first hint says)
 SHARED_MEMORY = {
     "numpy view": (2, "stable_softmax", SHARED_SOFTMAX, "did not make"),
@@ -2849,6 +2892,13 @@ SHARED_MEMORY = {
     "lifted in the call": (2, "stable_softmax", LIFTED_IN_THE_CALL, "did not make"),
     "lookup": (1, "embed_one_hot", SHARED_LOOKUP, "did not make"),
     "out=": (4, "layer_norm", SHARED_LAYER_NORM, "did not make"),
+    "an address used again": (2, "stable_softmax", REUSED_ADDRESS, "did not make"),
+    "an address used again, lookup": (
+        1,
+        "embed_one_hot",
+        REUSED_ADDRESS_LOOKUP,
+        "did not make",
+    ),
 }
 
 
@@ -2865,6 +2915,7 @@ def test_no_write_into_memory_numpy_may_share(name):
     report = core.run_exercise(exercise, namespace_from([source])[exercise.function])
     assert report.score == 0, report
     assert said in report.first_hint, report.first_hint
+    assert not any(result.passed for result in report.results), report
 
 
 #: Writes an honest answer makes, each into a tensor it made (a fresh result,
@@ -2893,6 +2944,22 @@ HONEST_WRITES = {
         "    shifted[..., :] /= shifted.sum(-1, keepdim=True)\n"
         "    return shifted\n"
     ),
+    # legacy constructors make their tensor with the function mode still on:
+    # the watch's own look at its memory must not count as the learner's call
+    # (red team 57: refused as a softmax)
+    "torch.Tensor of a list": (
+        "def stable_softmax(x):\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+        "    one = torch.Tensor([1.0]).to(x.dtype)\n"
+        "    return e * (one / e.sum(-1, keepdim=True))\n"
+    ),
+    "torch.DoubleTensor of a list, written": (
+        "def stable_softmax(x):\n"
+        "    scale = torch.DoubleTensor([0.0])\n"
+        "    scale[0] = 1.0\n"
+        "    e = (x - x.amax(-1, keepdim=True)).exp() * scale.to(x.dtype)\n"
+        "    return e / e.sum(-1, keepdim=True)\n"
+    ),
     "the input itself, cloned": (
         "def stable_softmax(x):\n"
         "    y = x.clone()\n"
@@ -2915,7 +2982,8 @@ def test_writes_into_tensors_the_call_made_are_honest(name):
 
 
 @needs_bwrap
-def test_the_grader_gives_nothing_for_memory_shared_with_numpy(tmp_path):
-    grade = _grade_stable_softmax(tmp_path, SHARED_SOFTMAX, timeout=20)
+@pytest.mark.parametrize("cell", [SHARED_SOFTMAX, REUSED_ADDRESS], ids=[56, 57])
+def test_the_grader_gives_nothing_for_memory_shared_with_numpy(tmp_path, cell):
+    grade = _grade_stable_softmax(tmp_path, cell, timeout=20)
     assert grade.points == 0, grade
     assert "did not make" in grade.hint, grade.hint

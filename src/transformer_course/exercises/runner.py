@@ -803,9 +803,10 @@ def forbidden_message(key: str) -> str:
     if key == _WRITTEN_OUTSIDE:
         return (
             f"{CANNOT_FOLLOW} a write into a tensor your function did not make "
-            "(one made in another cell, or a view of it, written with copy_, an "
-            "in-place operation or out=): build the tensors you write into inside "
-            "the function (torch.empty_like, torch.zeros, clone)"
+            "with torch (one made in another cell, one on a NumPy array's memory "
+            "such as torch.as_tensor(array), or a view of either), with copy_, an "
+            "in-place operation or out=: build the tensors you write into inside "
+            "the function with torch (torch.empty_like, torch.zeros, clone)"
         )
     if key == _CAUGHT:
         return (
@@ -906,16 +907,16 @@ def _writes_and_returns(func) -> tuple[tuple, tuple[bool, ...]]:
     return known
 
 
-def _storages(value) -> list[int]:
-    """The storages of the tensors in ``value`` (a tensor, or a tuple, list or
-    dict of them, as a case or an operator's arguments hold them)."""
-    found, stack = [], [value]
+def _storages(value) -> dict[int, torch.Tensor]:
+    """The tensors in ``value`` (a tensor, or a tuple, list or dict of them, as
+    a case or an operator's arguments hold them), by their storage's address."""
+    found, stack = {}, [value]
     while stack:
         item = stack.pop()
         kind = type(item)
         if kind is torch.Tensor or kind is torch.nn.Parameter:
             with contextlib.suppress(RuntimeError):  # no storage (sparse, nested)
-                found.append(_STORAGE_ID(item))
+                found[_STORAGE_ID(item)] = item
         elif kind is tuple or kind is list:
             stack.extend(item)
         elif kind is dict:
@@ -923,7 +924,7 @@ def _storages(value) -> list[int]:
     return found
 
 
-def _written_outside(func, args, kwargs, made: set[int]) -> bool:
+def _written_outside(func, args, kwargs, made: dict[int, torch.Tensor]) -> bool:
     """Whether ``func`` writes into a tensor whose storage is not in ``made``:
     the storages the call made and its inputs'. A tensor made in another cell
     can share its memory with a NumPy array (``t.numpy()``, ``torch.as_tensor``
@@ -933,17 +934,19 @@ def _written_outside(func, args, kwargs, made: set[int]) -> bool:
     written, _ = _writes_and_returns(func)
     for at, name in written:
         value = args[at] if at < len(args) else (kwargs or {}).get(name)
-        if not made.issuperset(_storages(value)):
+        if not made.keys() >= _storages(value).keys():
             return True
     return False
 
 
-def _note_made(func, args, out, made: set[int]) -> None:
-    """Add the storages of ``func``'s new tensors in ``out`` to ``made``: its
-    returns that are neither views nor inputs, and a tensor that
+def _note_made(func, args, out, made: dict[int, torch.Tensor]) -> None:
+    """Add ``func``'s new tensors in ``out`` to ``made``, by their storage's
+    address: its returns that are neither views nor inputs, and a tensor that
     ``torch.tensor`` made of Python numbers (``lift_fresh``, whose memory is
     torch's own and so resizable; an array's memory, lifted by
-    ``torch.as_tensor``, is not)."""
+    ``torch.as_tensor``, is not). Each is kept until the case ends: a storage
+    freed during the call leaves its address to the next one made, which an
+    array lifted then took over (the fifty-seventh red team)."""
     _, fresh = _writes_and_returns(func)
     outs = out if type(out) is tuple else (out,)
     for is_fresh, value in zip(fresh, outs, strict=False):
@@ -951,11 +954,16 @@ def _note_made(func, args, out, made: set[int]) -> None:
             made.update(_storages(value))
     name = func.overloadpacket.__name__
     if name == "lift_fresh" and type(out) is torch.Tensor:
-        with contextlib.suppress(RuntimeError):
-            # called from map's C code: the profile hook, which refuses
-            # untyped_storage wherever numbers may not leave torch, sees no call
+        with contextlib.suppress(RuntimeError), _NO_TORCH_FUNCTION():
+            # untyped_storage, called from map's C code, which the profile hook
+            # does not see (it refuses untyped_storage wherever numbers may not
+            # leave torch), with the function mode off: a legacy constructor
+            # (torch.Tensor([1.0])) makes its tensor with the mode still on
             if all(map(_STORAGE_RESIZABLE, map(_UNTYPED_STORAGE, (out,)))):
-                made.add(_STORAGE_ID(out))
+                made[_STORAGE_ID(out)] = out
+
+
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 
 
 #: Operators whose result is a Python value, or a shape, that depends on the
@@ -1452,7 +1460,8 @@ class _Watch:
         self.moded = False  # the modes are on: learner code runs under them
         self.classes = ()  # torch's classes as the call found them (_class_snapshot)
         self.torch_raised = False  # an error of torch's reached the learner's code
-        self.made: set[int] = set()  # the storages the call made, and its inputs'
+        # the tensors the call made, and its inputs, by their storage's address
+        self.made: dict[int, torch.Tensor] = {}
 
     def tables(self) -> tuple:
         """What the watch looks for, by value: compared before and after a call,
@@ -2427,12 +2436,14 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         watch.hits.clear()
         watch.course.clear()
         watch.torch_raised, watch.in_one_hot = False, 0
-        watch.made = set(_storages(args))  # its inputs: fresh copies
         tables = watch.tables()  # held here, out of the watch's reach
         error = unreadable = None
         said, kinds, error_name, stub_raised, mutated = "", [], "", False, []
         try:
             with _watching(watch, forbidden):
+                # its inputs (fresh copies); the last case's tensors let go here,
+                # under the watch (a finalizer of the learner's on one runs)
+                watch.made = _storages(args)
                 try:
                     value = function(*args)
                     if watch.torch_raised and _CAUGHT not in watch.hits:
@@ -2528,6 +2539,7 @@ def _call_cases(function, cases, forbidden, limits) -> list[dict]:
         # freed here, watched (an error kept as unreadable too: a generator
         # in its traceback would run its finally: the fifty-fourth red team)
         pristine = args = value = error = unreadable = None
+        watch.made = {}
         if forbidden:
             gc.collect()  # every cycle the calls let go, also older ones
     if watch.hits:
