@@ -87,6 +87,41 @@ def pytest_terminal_summary(terminalreporter, config):
             f"{len(record['failed_requests']):>15} {record['load_ms']:>8} "
             f"{record['ready_ms']:>8}"
         )
+    layout = SCREENSHOTS / "layout" / "layout.json"
+    if layout.is_file() and layout.stat().st_mtime >= started:
+        _write_layout_table(write, json.loads(layout.read_text()))
+
+
+#: The layout table's columns: (heading, what it counts in a page's layout record)
+LAYOUT_COLUMNS = (
+    ("eqs", lambda r: r["equations"]),
+    ("cut", lambda r: len(r["clipped_equations"])),
+    ("scroll", lambda r: len(r["scrolled_equations"])),
+    ("2 nos", lambda r: len(r["double_numbers"])),
+    ("code", lambda r: r["code"]),
+    ("hidden", lambda r: len(r["clipped_code"])),
+    ("scroll", lambda r: len(r["scrolled_code"])),
+    ("tables", lambda r: r["tables"]),
+    ("cut", lambda r: len(r["clipped_tables"])),
+    ("wide img", lambda r: len(r["wide_images"])),
+    ("page px", lambda r: r["page_overflow_px"]),
+)
+
+
+def _write_layout_table(write, layout: dict):
+    """Per page and width (the browser test's layouts): display equations and how
+    many are cut off, scroll in their own box or carry two numbers; code blocks,
+    hidden or scrolling lines; tables cut off; images wider than the column; how
+    far the page itself overflows the window."""
+    write("browser test: what does not fit, per page and width (layout/layout.json)")
+    head = " ".join(f"{name:>{max(len(name), 4)}}" for name, _ in LAYOUT_COLUMNS)
+    write(f"{'page@width':32} {head}")
+    for key in sorted(layout, key=lambda k: (k.split("@")[0], int(k.split("@")[1]))):
+        cells = " ".join(
+            f"{count(layout[key]):>{max(len(name), 4)}}"
+            for name, count in LAYOUT_COLUMNS
+        )
+        write(f"{key:32} {cells}")
 
 
 try:

@@ -2987,3 +2987,55 @@ def test_the_grader_gives_nothing_for_memory_shared_with_numpy(tmp_path, cell):
     grade = _grade_stable_softmax(tmp_path, cell, timeout=20)
     assert grade.points == 0, grade
     assert "did not make" in grade.hint, grade.hint
+
+
+# --- the fifty-eighth red team ----------------------------------------------------
+# A size error that lists every number from 1 to 64 "named" any image's sizes:
+# the check looked for p and the side as substrings. It looks for them as whole
+# numbers, among at most a few.
+
+NUMBER_LIST = "ValueError('sizes do not fit: ' + ' '.join(map(str, range(1, 65))))"
+
+NUMBER_LISTS = {
+    (1, "patchify"): reference("patchify").replace(
+        'ValueError(f"image size {H}x{W} is not divisible by patch size {p}")',
+        NUMBER_LIST,
+    ),
+    (7, "embed_patches"): reference("embed_patches", chapter=7).replace(
+        'ValueError(f"patch_size {p} must divide the image size {height}×{width}")',
+        NUMBER_LIST,
+    ),
+}
+
+
+@pytest.mark.parametrize("key", list(NUMBER_LISTS), ids=lambda key: key[1])
+def test_a_list_of_every_number_names_no_size(key):
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    number, name = key
+    source = NUMBER_LISTS[key]
+    assert NUMBER_LIST in source  # the reference's message was replaced
+    exercise = chapter(number).exercises[name]
+    report = core.run_exercise(exercise, namespace_from([source])[name])
+    assert report.score < exercise.points, report
+    hints = " ".join(result.hint for result in report.results if not result.passed)
+    assert "64 different numbers" in hints, report
+    assert "not a list of numbers" in hints
+
+
+@pytest.mark.parametrize(
+    ("message", "names"),
+    [
+        ("image size 6x8 is not divisible by patch size 4", True),
+        ("patch_size 4 must divide the image size 6×8", True),
+        ("images (2, 1, 6, 8): 4 does not divide H=6 (remainder 2)", True),
+        ("image size 16x18 is not divisible by patch size 14", False),  # no 6, 4
+        ("sizes: " + " ".join(map(str, range(1, 65))), False),
+    ],
+)
+def test_the_sizes_are_named_as_whole_numbers(message, names):
+    from transformer_course.exercises.core import names_the_sizes
+
+    assert names_the_sizes(message, 6, 8, 4) is names

@@ -21,6 +21,7 @@ from .core import (
     returned_values,
     shown,
     sizes_p_does_not_divide,
+    too_many_numbers,
     unseen,
     unseen_check,
 )
@@ -566,6 +567,7 @@ def _judge_patch_error(cases, outcomes):
             raise Failed(
                 "Name the image size and the patch size in the error message "
                 f"(images of {height}×{width} pixels, p = {p})."
+                + too_many_numbers(outcome.message)
             )
 
 

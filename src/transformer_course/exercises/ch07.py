@@ -38,6 +38,7 @@ from .core import (
     returned_values,
     seeded_randn,
     sizes_p_does_not_divide,
+    too_many_numbers,
     unseen,
     unseen_check,
 )
@@ -245,6 +246,7 @@ def _judge_embedding_error(cases, outcomes):
             raise Failed(
                 f"Name both sizes in the error message: for images of {H}×{W} "
                 f"pixels and p = {p}, say that {p} does not divide {side}."
+                + too_many_numbers(outcome.message)
             )
 
 

@@ -427,10 +427,41 @@ def sizes_p_does_not_divide(g: torch.Generator) -> list[tuple[int, int, int]]:
     return [(8, 8, 3), (6, 8, 4), (8, 6, 4), (6, 10, 4), (*drawn, p)]
 
 
+#: The most numbers an error message about sizes may hold: the images' shape,
+#: the patch size and a remainder or two. A message listing every number names
+#: no size (red team 58: "1 2 3 … 64" passed for any image).
+MOST_NUMBERS_IN_A_MESSAGE = 8
+
+
+def numbers_in(message: str) -> set[str]:
+    """The whole numbers an error message holds, as written: {"6", "8", "4"} for
+    "6×8 images, p=4"."""
+    return set(re.findall(r"(?<!\d)\d+(?!\d)", message))
+
+
+def too_many_numbers(message: str) -> str:
+    """A hint's last words for a message that lists numbers rather than naming
+    sizes ("" for one that does not)."""
+    count = len(numbers_in(message))
+    if count <= MOST_NUMBERS_IN_A_MESSAGE:
+        return ""
+    return (
+        f" Your message holds {count} different numbers: name the sizes, not a "
+        "list of numbers."
+    )
+
+
 def names_the_sizes(message: str, height: int, width: int, p: int) -> bool:
-    """Does an error message name p and a side of the image that p does not divide?"""
+    """Does an error message name p and a side of the image that p does not divide,
+    each as a whole number ("6" in "6×8" or "H=6", not in "16"), among at most
+    :data:`MOST_NUMBERS_IN_A_MESSAGE` distinct numbers?"""
     side = height if height % p else width
-    return str(p) in message and str(side) in message
+    numbers = numbers_in(message)
+    return (
+        len(numbers) <= MOST_NUMBERS_IN_A_MESSAGE
+        and str(p) in numbers
+        and str(side) in numbers
+    )
 
 
 def expect_returned_shape(got: torch.Tensor, shape: tuple, name: str, note=""):
