@@ -502,8 +502,9 @@ def test_the_cache_reference_is_what_multi_head_attention_does_with_a_cache():
 
 
 def test_quiz_answers_follow_from_the_sources():
-    N = 100  # N − 1 passes over the prefixes w_1, w_1:2, ..., w_1:N−1
-    assert QUIZZES["quiz_passes"].answer == sum(range(1, N))
+    N = 100  # one pass per prediction, over the prefixes of 1, 2, ..., N inputs
+    assert QUIZZES["quiz_passes"].answer == sum(range(1, N + 1)) == N * (N + 1) // 2
+    assert not QUIZZES["quiz_passes"].grade(str(sum(range(1, N))))  # N − 1 passes
     unmasked = torch.softmax(NOTES_SCORES.double(), -1)[1, 1]  # "is" on itself
     assert QUIZZES["quiz_notes_softmax"].grade(f"{float(unmasked):.3f}")
     masked = causal_weights(NOTES_SCORES)[1, 1]

@@ -3039,3 +3039,61 @@ def test_the_sizes_are_named_as_whole_numbers(message, names):
     from transformer_course.exercises.core import names_the_sizes
 
     assert names_the_sizes(message, 6, 8, 4) is names
+
+
+# --- the fifty-ninth red team -----------------------------------------------------
+# Locked cells of f-strings with tens of thousands of fields, within the size
+# limits, cost the grader's own process about 3 s each to parse (15 s for five, a
+# notebook that still scored 12/12). The grader parses cells in a child process
+# with a deadline (grading/cell_names.py); a cell it does not finish in time
+# counts as one that does not parse.
+
+SLOW_TO_PARSE = "x = f'" + "z" * 78_000 + "{a}" * 40_000 + "'\n"
+
+
+def _with_slow_locked_cells(count: int):
+    def edit(notebook):
+        for number in range(count):
+            cell = nbformat.v4.new_code_cell(SLOW_TO_PARSE + f"# {number}\n")
+            cell.metadata["nbgrader"] = {
+                "locked": True,
+                "grade_id": f"slow{number}",
+                "solution": False,
+                "grade": False,
+                "schema_version": 3,
+            }
+            notebook.cells.insert(1, cell)
+
+    return submission(chapter=1, edit=edit)
+
+
+@needs_bwrap
+def test_cells_slow_to_parse_cost_the_grader_little(tmp_path, monkeypatch):
+    import resource
+
+    from transformer_course.grading import cell_names
+
+    monkeypatch.setattr(cell_names, "SECONDS", 2.0)  # the deadline, for the test
+    path = write(tmp_path, _with_slow_locked_cells(2), "01_tokens.ipynb")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+    result = grade_notebook(path, only=["merge_pair", "patchify"])
+    spent = resource.getrusage(resource.RUSAGE_SELF).ru_utime - before
+    assert spent < 2.0, spent  # about 6 s of parsing in the grader before
+    assert [grade.points for grade in result.exercises] == [3, 4], result
+
+
+def test_the_short_cells_are_read_before_a_slow_one():
+    from transformer_course.grading import grade
+
+    notebook = _with_slow_locked_cells(1)
+    names = grade.read_cell_names(
+        [
+            ("stored" if grade._is_locked(cell) else "top", index, grade._source(cell))
+            for index, cell in enumerate(notebook.cells)
+            if cell.cell_type == "code"
+        ],
+        seconds=1.0,
+    )
+    assert names[("stored", 1)] is None  # not parsed in time
+    defined = set().union(*(v for (kind, _), v in names.items() if kind == "top" and v))
+    assert {"build_char_vocab", "merge_pair", "embed_one_hot", "patchify"} <= defined

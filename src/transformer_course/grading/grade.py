@@ -31,7 +31,6 @@ not given.
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import importlib
 import json
@@ -46,7 +45,6 @@ import time
 import warnings as warnings_module
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import nbformat
@@ -64,6 +62,7 @@ from ..exercises.core import (
     screened_out,
 )
 from ..exercises.runner import to_plain
+from .cell_names import read_cell_names
 from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 
 #: The screen's own file, run on its own (see :func:`screen_apart`).
@@ -103,29 +102,41 @@ ex = chapter  # in a learner's cell is passed over, as the package's calls are
 """
 
 
-def locked_bindings(notebook: nbformat.NotebookNode) -> str:
+def locked_bindings(
+    notebook: nbformat.NotebookNode,
+    names: dict[tuple[str, int], frozenset[str] | None] | None = None,
+) -> str:
     """Lines that bind, to the hidden package's stand-in, every name a locked
     cell binds at its top level (a "try it" cell's ``notes_scores``): the grader
     runs no locked cell, so a learner's statement that reads one of them is
     passed over, as one that reads ``tc`` is, instead of stopping its cell with
-    a NameError (the eighteenth red team)."""
+    a NameError (the eighteenth red team). ``names``: :func:`cell_names`'s, read
+    afresh when not given."""
+    if names is None:
+        names = cell_names(notebook)
     provided = set(re.findall(r"^(\w+) =", PREAMBLE, re.M)) | {"tc", "plt", "F"}
-    names: set[str] = set()
-    for cell in notebook.cells:
-        if cell.get("cell_type") != "code" or not _is_locked(cell):
-            continue
-        try:
-            tree = ast.parse(_source(cell))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue  # a magic (the setup cell's %pip): what PREAMBLE stands in for
-        for statement in tree.body:
-            for node in ast.walk(statement):
-                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                    names.add(node.id)
-            if isinstance(statement, ast.FunctionDef | ast.ClassDef):
-                names.add(statement.name)
-    wanted = sorted(n for n in names - provided if n.isidentifier())[:200]
+    bound: set[str] = set()
+    for index, cell in enumerate(notebook.cells):
+        if cell.get("cell_type") == "code" and _is_locked(cell):
+            bound |= names.get(("stored", index)) or set()
+    wanted = sorted(n for n in bound - provided if n.isidentifier())[:200]
     return "".join(f"{name} = tc.locked_cell\n" for name in wanted)
+
+
+def cell_names(
+    notebook: nbformat.NotebookNode,
+) -> dict[tuple[str, int], frozenset[str] | None]:
+    """What the grader needs of the cells before it runs them, parsed in a child
+    process with a deadline (:mod:`.cell_names`): ``("stored", index)``, the
+    names a locked cell binds; ``("top", index)``, the names a learner's cell
+    defines at its top level; None for a cell that does not parse, or was not
+    parsed in time."""
+    questions = [
+        ("stored" if _is_locked(cell) else "top", index, _source(cell))
+        for index, cell in enumerate(notebook.cells)
+        if cell.get("cell_type") == "code"
+    ]
+    return read_cell_names(questions)
 
 
 #: An exercise the sandbox never got to (it stopped before the exercise's job
@@ -286,35 +297,12 @@ def _is_locked(cell: nbformat.NotebookNode) -> bool:
     return bool(meta.get("locked") or meta.get("grade"))
 
 
-def _defines(source: str, name: str) -> bool:
-    """True if the cell defines ``name`` at its top level (def or assignment)."""
-    names = _top_level_names(source)
-    if names is None:  # not Python: look for the def alone
+def _defines(names: frozenset[str] | None, source: str, name: str) -> bool:
+    """True if the cell defines ``name`` at its top level (def or assignment),
+    ``names`` being what it defines there (:func:`cell_names`)."""
+    if names is None:  # not Python, or not parsed in time: look for the def alone
         return re.search(rf"^def\s+{re.escape(name)}\s*\(", source, re.M) is not None
     return name in names
-
-
-@lru_cache(maxsize=1024)
-def _top_level_names(source: str) -> frozenset[str] | None:
-    """The names a cell defines at its top level (None if it does not parse);
-    parsed once per cell, however many exercises ask."""
-    try:
-        tree = ast.parse(_without_magics(source))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    names = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            names.add(node.name)
-        targets = (
-            node.targets
-            if isinstance(node, ast.Assign)
-            else [node.target]
-            if isinstance(node, ast.AnnAssign)
-            else []
-        )
-        names.update(t.id for t in targets if isinstance(t, ast.Name))
-    return frozenset(names)
 
 
 def _oversized_cells_left_out(
@@ -344,13 +332,6 @@ def _oversized_cells_left_out(
             f"and {len(warnings) - 3:,} more cells past the limits: not run"
         ]
     return warnings
-
-
-def _without_magics(source: str) -> str:
-    return "\n".join(
-        "pass" if line.lstrip().startswith(("%", "!")) else line
-        for line in source.splitlines()
-    )
 
 
 def _check_cell_index(cells: list, exercise: Exercise) -> int | None:
@@ -644,7 +625,8 @@ def _grade_exercises(
     module docstring."""
     final: dict[str, ExerciseGrade] = {}
     pending: dict[str, dict] = {}
-    preamble = PREAMBLE + locked_bindings(notebook)
+    names = cell_names(notebook)  # parsed once, in a child with a deadline
+    preamble = PREAMBLE + locked_bindings(notebook, names)
     # Grading again without a cell that hung costs time: only within this budget
     # (a notebook of slow cells cannot keep the grader busy for many rounds).
     started = time.monotonic()
@@ -670,7 +652,9 @@ def _grade_exercises(
             continue
         cells = learner_cells(notebook, exercise)
         defining = {
-            i for i, source in cells if _defines(source, exercise.function)
+            i
+            for i, source in cells
+            if _defines(names.get(("top", i)), source, exercise.function)
         } or {  # defined some other way (in a loop, by exec...): any cell naming it
             i
             for i, source in cells
