@@ -521,7 +521,10 @@ def test_a_class_graded_as_the_readme_says(course):
     refused = gradebook_run(course, "ch01", "--csv", "ch01.csv")
     assert refused.returncode == 2
     said = " ".join(refused.stderr.split())
-    assert f"patchify: {POINTS['patchify']} there, 6 in source/ch01/01_tokens" in said
+    assert (
+        f"patchify: {POINTS['patchify']} in the gradebook, 6 in source/ch01/01_tokens"
+        in said
+    )
     assert "nbgrader generate_assignment ch01 --force" in said
     export = nbgrader(course, "export")
     assert "nbgrader generate_assignment ch01 --force" in " ".join(

@@ -1170,8 +1170,12 @@ def source_points_differ(
                 where = path.relative_to(settings.root)
                 differ.append(
                     f"{key[1]}: "
-                    + ("not in the gradebook" if recorded is None else f"{recorded:g}")
-                    + f" there, {wanted:g} in {where}"
+                    + (
+                        "not in the gradebook"
+                        if recorded is None
+                        else f"{recorded:g} in the gradebook"
+                    )
+                    + f", {wanted:g} in {where}"
                 )
     return differ
 
