@@ -117,8 +117,8 @@ def sinusoidal_positions(
     ``PE[n, 2k] = sin(n / base^(2k/D))`` and ``PE[n, 2k+1] = cos(n / base^(2k/D))``
     for the positions n = offset ... offset + N − 1 (lecture notes §9.5.1).
     Added to the (B, N, D) token embeddings, it broadcasts over the batch.
-    Every row has norm √(D/2); the dot product of rows n and m is
-    ``Σ_k cos((n − m) ω_k)``, a function of n − m alone, and row n + j is row n
+    Every row has norm √(D/2); the dot product of rows n and n′ is
+    ``Σ_k cos((n − n′) ω_k)``, a function of n − n′ alone, and row n + j is row n
     turned by the same rotation for every n (:func:`sinusoidal_shift_matrix`).
 
     Args:
