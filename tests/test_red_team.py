@@ -3097,3 +3097,73 @@ def test_the_short_cells_are_read_before_a_slow_one():
     assert names[("stored", 1)] is None  # not parsed in time
     defined = set().union(*(v for (kind, _), v in names.items() if kind == "top" and v))
     assert {"build_char_vocab", "merge_pair", "embed_one_hot", "patchify"} <= defined
+
+
+# --- the sixtieth red team --------------------------------------------------------
+# (1) Cells of "0in 0in ..." under "if 0:" make Python's tokenizer warn at every
+# one: megabytes of warnings on the stderr of the grader's two reading children
+# (the names, the screen), which the grader took into its own memory and
+# dropped (1.8 s of its CPU and 65 MB for a notebook that scored 12/12). The
+# children ignore warnings and their stderr is not read. (2) An honest size
+# error that names the width, for images where p divides neither side, was
+# refused: either side p does not divide is named.
+
+WARNING_FLOOD = "if 0:\n" + (" " + "0in " * 40 + "x\n") * 1_200
+
+
+def test_a_flood_of_warnings_costs_the_grader_little():
+    import resource
+
+    from transformer_course.grading import grade
+
+    sources = [(number, WARNING_FLOOD + f"# {number}\n") for number in range(2)]
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source) for _, source in sources]
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+    tracemalloc.start()
+    names = grade.cell_names(notebook)
+    grade.screen_apart({"layer_norm": sources})
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    spent = resource.getrusage(resource.RUSAGE_SELF).ru_utime - before
+    assert spent < 0.3, spent  # about 0.7 s for these two cells before
+    assert peak < 5_000_000, peak  # about 25 MB of warnings read before
+    assert names[("top", 0)] == frozenset()  # read all the same: it defines nothing
+
+
+WIDTH_FIRST = {  # the reference's size check, the width asked first
+    (1, "patchify"): (
+        "    if H % p or W % p:\n"
+        '        raise ValueError(f"image size {H}x{W} is not divisible by patch size {p}")\n',
+        "    if W % p:\n"
+        '        raise ValueError(f"image width {W} is not divisible by {p}")\n'
+        "    if H % p:\n"
+        '        raise ValueError(f"image height {H} is not divisible by {p}")\n',
+    ),
+    (7, "embed_patches"): (
+        "    if height % p or width % p:\n"
+        '        raise ValueError(f"patch_size {p} must divide the image size '
+        '{height}×{width}")\n',
+        "    if width % p:\n"
+        '        raise ValueError(f"patch_size {p} does not divide the width {width}")\n'
+        "    if height % p:\n"
+        '        raise ValueError(f"patch_size {p} does not divide the height {height}")\n',
+    ),
+}
+
+
+@pytest.mark.parametrize("key", list(WIDTH_FIRST), ids=lambda key: key[1])
+def test_a_size_error_may_name_either_side_p_does_not_divide(key):
+    from exercise_helpers import namespace_from
+
+    from transformer_course.exercises import chapter, core
+
+    number, name = key
+    exercise = chapter(number).exercises[name]
+    both, width_first = WIDTH_FIRST[key]
+    source = reference(name, chapter=number)
+    assert both in source
+    function = namespace_from([source.replace(both, width_first)])[name]
+    report = core.run_exercise(exercise, function)
+    assert report.score == exercise.points, report

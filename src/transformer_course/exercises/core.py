@@ -452,15 +452,15 @@ def too_many_numbers(message: str) -> str:
 
 
 def names_the_sizes(message: str, height: int, width: int, p: int) -> bool:
-    """Does an error message name p and a side of the image that p does not divide,
-    each as a whole number ("6" in "6×8" or "H=6", not in "16"), among at most
+    """Does an error message name p and a side of the image that p does not divide
+    (either, where p divides neither: red team 60), each as a whole number ("6"
+    in "6×8" or "H=6", not in "16"), among at most
     :data:`MOST_NUMBERS_IN_A_MESSAGE` distinct numbers?"""
-    side = height if height % p else width
     numbers = numbers_in(message)
     return (
         len(numbers) <= MOST_NUMBERS_IN_A_MESSAGE
         and str(p) in numbers
-        and str(side) in numbers
+        and any(str(side) in numbers for side in (height, width) if side % p)
     )
 
 

@@ -120,9 +120,10 @@ def read_cell_names(
     ordered = sorted(questions, key=lambda question: len(question[2]))
     try:
         said = subprocess.run(
-            [sys.executable, "-I", str(Path(__file__))],
+            [sys.executable, "-I", "-W", "ignore", str(Path(__file__))],
             input=json.dumps([list(question) for question in ordered]),
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # a child's warnings: never read (red team 60)
             text=True,
             timeout=SECONDS if seconds is None else seconds,
             preexec_fn=limit_memory if sys.platform != "win32" else None,

@@ -582,9 +582,10 @@ def screen_apart(cells: dict[str, list[tuple[int, str]]]) -> dict[str, screen.Fi
 
     try:
         done = subprocess.run(
-            [sys.executable, "-I", str(SCREEN_SCRIPT)],
+            [sys.executable, "-I", "-W", "ignore", str(SCREEN_SCRIPT)],
             input=json.dumps(cells),
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,  # a child's warnings: never read (red team 60)
             text=True,
             timeout=SCREEN_SECONDS,
             preexec_fn=limit_memory if os.name == "posix" else None,
