@@ -821,6 +821,14 @@ DISQUALIFYING = {
     SCREENED: NOT_RUN + "{message}.",
 }
 INPUTS_UNCHANGED = "leaves its inputs unchanged"
+#: Returned values that are no result (the function never computed one), by type,
+#: with the hint: no property is shown by a function that returns none of them
+NOTHING_RETURNED = {
+    "NoneType": "Your function returned None for every input (is its return "
+    "statement missing?): this is checked once it returns results.",
+    "generator": "Your function is a generator (it uses yield), so its body never "
+    "ran: return the result instead; this is checked once it returns results.",
+}
 
 
 def report_from_outcomes(
@@ -855,20 +863,23 @@ def report_from_outcomes(
         )
     )
     changed = next((o for o in every if o.mutated), None)
-    if every and all(o.raised for o in every):
+    if every and all(o.raised or o.value_type in NOTHING_RETURNED for o in every):
         # nothing returned: no property has been shown, whatever was raised
         first = every[0]
-        error = (
-            "NotImplementedError"
-            if first.error == runner.NOT_ATTEMPTED
-            else first.error
-        )
-        plain = in_plain_words(first.message)
-        hint = (
-            f"Your function raised an error for every input (first {error}: "
-            f"{first.message[:200]}): this is checked once it returns results."
-            + (f" {plain}" if plain else "")
-        )
+        if first.raised:
+            error = (
+                "NotImplementedError"
+                if first.error == runner.NOT_ATTEMPTED
+                else first.error
+            )
+            plain = in_plain_words(first.message)
+            hint = (
+                f"Your function raised an error for every input (first {error}: "
+                f"{first.message[:200]}): this is checked once it returns results."
+                + (f" {plain}" if plain else "")
+            )
+        else:
+            hint = NOTHING_RETURNED[first.value_type]
         # ... said as the value checks say it, where one does, so that it
         # reads once ("the same as above"), not three times in other words
         # (a learner round's wall of text)
