@@ -493,8 +493,9 @@ USUAL_ERRORS = (
         r"shapes cannot be multiplied|Expected size for first two dimensions",
         "In a @ b, a's last size must equal b's second-to-last: print both "
         "shapes to see which is off. Usual causes: a weight not transposed "
-        "(x @ W.T), or .T on a batched tensor, which reverses every dimension "
-        "(swap the last two: .transpose(-2, -1)).",
+        "(x @ W.T), .T on a batched tensor, which reverses every dimension "
+        "(swap the last two: .transpose(-2, -1)), or the two in the wrong "
+        "order (attention's weights come first: A @ V, not V @ A).",
     ),
     (
         r"Expected target size|to match target batch_size",
@@ -530,6 +531,15 @@ USUAL_ERRORS = (
         r"selected index k out of range",
         "topk's k is larger than the dimension it picks from: pick along the "
         "vocabulary, dim=-1.",
+    ),
+    (
+        r"name '\w+' is not defined",
+        "A name your function uses is defined in no cell the notebook has now: "
+        "a helper the exercise gives, deleted or renamed with the cell around "
+        "it (chapter 4's self_attention, above pre_norm_block), or a cell not "
+        "run. Put it back (the released notebook has it) and run the notebook "
+        "from the top: a kernel that still remembers it passes checks that "
+        "Validate and the grader, which start afresh, fail.",
     ),
 )
 
