@@ -3167,3 +3167,117 @@ def test_a_size_error_may_name_either_side_p_does_not_divide(key):
     function = namespace_from([source.replace(both, width_first)])[name]
     report = core.run_exercise(exercise, function)
     assert report.score == exercise.points, report
+
+
+# --- the sixty-first red team -----------------------------------------------------
+# Keyrings are not namespaced: a sandbox started inside the grader's session
+# keyring (a container's, a systemd service's, a login's) held it, read the
+# host's keys, left keys for the next student's sandbox, revoked the host's,
+# and request_key made the kernel run /sbin/request-key as root on the host.
+# Each sandbox starts in a fresh session keyring, and a seccomp filter refuses
+# add_key, request_key and keyctl inside it.
+
+KEY_CALLS = """
+import ctypes, os, platform
+
+CALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}[platform.machine()]
+
+def probe():
+    libc = ctypes.CDLL(None, use_errno=True)
+    add_key, request_key, keyctl = CALLS
+    said = {}
+    for name, number, args in [
+        ("add_key", add_key, (b"user", b"from_a_sandbox", b"x", 1, -3)),
+        ("request_key", request_key, (b"user", b"debug:from_a_sandbox", b"x", 0)),
+        ("keyctl", keyctl, (0, -3, 0)),  # KEYCTL_GET_KEYRING_ID of the session's
+    ]:
+        result = libc.syscall(number, *args)
+        said[name] = [result, ctypes.get_errno()]
+    try:
+        said["/proc/keys"] = open("/proc/keys").read()
+    except OSError as err:
+        said["/proc/keys"] = str(err)
+    return said
+"""
+
+GRADER_IN_A_KEYRING = """
+import ctypes, json, platform, sys
+sys.path.insert(0, {tests!r})
+from test_red_team import KEY_CALLS, run_probe
+
+add_key, _, keyctl = {{"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}}[
+    platform.machine()
+]
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.syscall(keyctl, 1, b"grader-session") < 0:  # KEYCTL_JOIN_SESSION_KEYRING
+    print(json.dumps({{"skipped": ctypes.get_errno()}}))
+    raise SystemExit
+secret = libc.syscall(add_key, b"user", b"host_secret", b"TOPSECRET", 9, -3)
+status, found = run_probe(KEY_CALLS)
+print(json.dumps({{"secret": secret, "status": status, "found": found}}))
+"""
+
+
+@needs_bwrap
+def test_a_sandbox_holds_no_keyring_of_the_graders_and_no_key_call():
+    import errno
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            GRADER_IN_A_KEYRING.format(tests=str(Path(__file__).parent)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    if "skipped" in said:
+        pytest.skip(f"keyctl refused here (errno {said['skipped']})")
+    assert said["secret"] > 0  # the grader's own key, in its session keyring
+    assert said["status"] == "ok", said
+    found = said["found"]
+    for call in ("add_key", "request_key", "keyctl"):
+        assert found[call] == [-1, errno.EPERM], (call, found)
+    assert "host_secret" not in found["/proc/keys"]
+    assert "grader-session" not in found["/proc/keys"]
+
+
+def test_the_key_call_filter_refuses_the_key_calls_only():
+    """The seccomp program, run by a small interpreter of its four kinds of
+    instruction: the key calls refused on each architecture, others allowed."""
+    import struct
+
+    from transformer_course.grading.sandbox import key_call_filter
+
+    program = key_call_filter()
+    instructions = [
+        struct.unpack("<HBBI", program[i : i + 8]) for i in range(0, len(program), 8)
+    ]
+
+    def verdict(arch, number):
+        pc, accumulator = 0, 0
+        while True:
+            code, if_true, if_false, value = instructions[pc]
+            if code == 0x20:  # load arch (offset 4) or the call's number (0)
+                accumulator = {0: number, 4: arch}[value]
+                pc += 1
+            elif code in (0x15, 0x35):  # jump if equal / if greater or equal
+                hit = accumulator == value if code == 0x15 else accumulator >= value
+                pc += 1 + (if_true if hit else if_false)
+            else:
+                assert code == 0x06
+                return "allow" if value == 0x7FFF0000 else "refuse"
+
+    x86_64, i386, aarch64 = 0xC000003E, 0x40000003, 0xC00000B7
+    for arch, calls, other in [
+        (x86_64, (248, 249, 250), 0),
+        (i386, (286, 287, 288), 3),
+        (aarch64, (217, 218, 219), 63),
+    ]:
+        assert [verdict(arch, n) for n in calls] == ["refuse"] * 3
+        assert verdict(arch, other) == "allow"
+    assert verdict(x86_64, 0x40000000 + 250) == "refuse"  # x32
+    assert verdict(x86_64, 251) == verdict(aarch64, 250) == "allow"

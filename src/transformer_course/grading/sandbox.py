@@ -116,6 +116,75 @@ _AS_ROOT = (
 )
 
 
+# --- the kernel's keyrings -----------------------------------------------------------
+# Keyrings are not namespaced: a sandbox started inside the grader's session
+# keyring (a container's, a systemd service's, a login's through pam_keyinit)
+# held it, and a possessor may read, write and revoke its keys whatever its uid:
+# a submission read the host's secrets there, left keys that the next student's
+# sandbox read, and request_key made the kernel run /sbin/request-key as root
+# in the host's namespaces (the sixty-first red team). Each sandbox starts in a
+# fresh, empty session keyring of its own, and a seccomp filter (bwrap
+# --seccomp) refuses the three key system calls to everything inside it.
+
+#: The key system calls (add_key, request_key, keyctl) by the kernel's audit
+#: architecture: x86-64 (its x32 calls refused wholesale), i386, AArch64.
+_KEY_CALLS = {
+    0xC000003E: (248, 249, 250),  # AUDIT_ARCH_X86_64
+    0x40000003: (286, 287, 288),  # AUDIT_ARCH_I386
+    0xC00000B7: (217, 218, 219),  # AUDIT_ARCH_AARCH64
+}
+_KEYCTL = {"x86_64": 250, "aarch64": 219}  # this machine's keyctl, for the parent
+_X32_BIT = 0x40000000
+
+
+def _bpf(code: int, jump_true: int, jump_false: int, value: int) -> bytes:
+    return (
+        int(code).to_bytes(2, "little")
+        + bytes([jump_true, jump_false])
+        + (value & 0xFFFFFFFF).to_bytes(4, "little")
+    )
+
+
+def key_call_filter() -> bytes:
+    """A seccomp program (struct sock_filter[], as bwrap's --seccomp reads it):
+    add_key, request_key and keyctl fail with EPERM, every other call is let
+    through, on every architecture of :data:`_KEY_CALLS`."""
+    load, jump_eq, jump_ge, give = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, JEQ, JGE, RET
+    allow, refuse = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, ERRNO(EPERM)
+    program = [_bpf(load, 0, 0, 4)]  # seccomp_data.arch
+    tails = []
+    for arch, calls in _KEY_CALLS.items():
+        body = [_bpf(load, 0, 0, 0)]  # seccomp_data.nr
+        if arch == 0xC000003E:
+            body.append(_bpf(jump_ge, len(calls) + 1, 0, _X32_BIT))  # x32: refused
+        for index, number in enumerate(calls):
+            body.append(_bpf(jump_eq, len(calls) - index, 0, number))
+        body += [_bpf(give, 0, 0, allow), _bpf(give, 0, 0, refuse)]
+        tails.append((arch, body))
+    # the arch tests, each jumping to its body; an arch not listed is let through
+    for index, (arch, _) in enumerate(tails):
+        skip = sum(len(b) for _, b in tails[:index]) + (len(tails) - index - 1) + 1
+        program.append(_bpf(jump_eq, skip, 0, arch))
+    program.append(_bpf(give, 0, 0, allow))
+    for _, body in tails:
+        program += body
+    return b"".join(program)
+
+
+def _fresh_session_keyring() -> None:
+    """In the child, before bwrap starts: join a new, empty, anonymous session
+    keyring (keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)), so that nothing of the
+    grader's is in the sandbox's possession. Where keyctl is unknown or refused,
+    the seccomp filter alone stands."""
+    number = _KEYCTL.get(os.uname().machine)
+    if number is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).syscall(number, 1, None)
+
+
 class SandboxUnavailable(RuntimeError):  # noqa: N818  (a state, not a bug)
     """bubblewrap is missing or cannot run here, and unsafe grading was not asked for."""
 
@@ -383,11 +452,15 @@ class Sandbox:
         }
 
     def _command(
-        self, scratch: Path, identity: tuple[int, int] | None = None
+        self,
+        scratch: Path,
+        identity: tuple[int, int] | None = None,
+        seccomp: int | None = None,
     ) -> list[str]:
         """The command that runs the runner, which reads its plan and cases on
         stdin; ``identity`` is the (uid, gid) graded code runs as when the
-        grader is root (None otherwise)."""
+        grader is root (None otherwise); ``seccomp``, a descriptor bwrap reads
+        :func:`key_call_filter` from."""
         python = [os.path.abspath(sys.executable), "-I", "-B"]  # no "..": the
         # folders a relative path passes through may not exist in the sandbox
         if not self.sandboxed:
@@ -400,6 +473,7 @@ class Sandbox:
         command = [
             shutil.which("bwrap") or "bwrap",
             *_ISOLATION,
+            *(() if seccomp is None else ("--seccomp", str(seccomp))),
             *(_AS_USER if identity is None else _AS_ROOT),
             "--as-pid-1",
             "--tmpfs",
@@ -575,21 +649,36 @@ class Sandbox:
         # bwrap's stderr, and the runner's until it silences its own: why a
         # sandbox stopped before its jobs (closed after the run, below)
         errors = tempfile.TemporaryFile()  # noqa: SIM115
+        seccomp = None
+        if self.sandboxed:  # the filter, in a pipe bwrap reads to its end
+            seccomp, writer = os.pipe()
+            os.write(writer, key_call_filter())
+            os.close(writer)
+
+        def before_bwrap() -> None:  # in the child
+            if cgroups.groups:
+                cgroups.join()
+            _fresh_session_keyring()
+
         try:
             process = subprocess.Popen(
-                self._command(scratch, identity),  # the plan on stdin
+                self._command(scratch, identity, seccomp),  # the plan on stdin
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=errors,
                 env=self._environment(scratch),
                 cwd=scratch,
                 start_new_session=True,
-                preexec_fn=cgroups.join if cgroups.groups else None,
+                preexec_fn=before_bwrap if self.sandboxed else None,
+                pass_fds=() if seccomp is None else (seccomp,),
             )
         except BaseException:
             cgroups.remove()
             errors.close()
             raise
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         messages: queue.Queue = queue.Queue()
 
         def send_plan() -> None:  # in a thread: a runner that never reads it
