@@ -133,7 +133,8 @@ _KEY_CALLS = {
     0x40000003: (286, 287, 288),  # AUDIT_ARCH_I386
     0xC00000B7: (217, 218, 219),  # AUDIT_ARCH_AARCH64
 }
-_KEYCTL = {"x86_64": 250, "aarch64": 219}  # this machine's keyctl, for the parent
+#: keyctl's number by os.uname().machine, for the child before bwrap
+_KEYCTL = {"x86_64": _KEY_CALLS[0xC000003E][2], "aarch64": _KEY_CALLS[0xC00000B7][2]}
 _X32_BIT = 0x40000000
 
 
