@@ -30,6 +30,18 @@ def solution_cells(notebook):
     }
 
 
+def given_cells(notebook):
+    """The sources of the notebook's locked "given" cells (grade_id given_...,
+    chapter 4's self_attention), which a kernel runs and the grader runs as its
+    chapter's ``GIVEN``."""
+    return [
+        cell.source
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        and cell.metadata.get("nbgrader", {}).get("grade_id", "").startswith("given_")
+    ]
+
+
 def namespace_from(sources):
     namespace = {}
     exec(PRELUDE, namespace)

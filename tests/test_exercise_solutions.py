@@ -3,7 +3,7 @@ every check for full points, and the generated stubs report "not attempted"."""
 
 import nbformat
 import pytest
-from exercise_helpers import ROOT, namespace_from, solution_cells
+from exercise_helpers import ROOT, given_cells, namespace_from, solution_cells
 
 from tools.release import student_version
 from transformer_course.exercises import CHAPTERS, chapter, core
@@ -40,12 +40,11 @@ def namespaces():
     result = {}
     for n, path in SOURCES.items():
         source = nbformat.read(path, as_version=4)
-        solved = namespace_from(solution_cells(source).values())
+        given = given_cells(source)
+        solved = namespace_from([*given, *solution_cells(source).values()])
         solved["In"] = kernel_history(source)
-        result[n] = (
-            solved,
-            namespace_from(solution_cells(student_version(source)).values()),
-        )
+        stubs = solution_cells(student_version(source)).values()
+        result[n] = (solved, namespace_from([*given, *stubs]))
     return result
 
 

@@ -14,10 +14,12 @@ from exercise_helpers import (
     without_markers,
 )
 
+from tools.release import student_version
 from transformer_course.block import Block, BlockConfig
 from transformer_course.exercises import CHAPTERS, chapter, core
 from transformer_course.exercises.ch04 import (
     EXERCISES,
+    GIVEN,
     QUIZZES,
     _reference_block,
     block_parameters,
@@ -26,14 +28,8 @@ from transformer_course.grading.sandbox import bwrap_problem
 
 REFERENCE = {k: without_markers(v) for k, v in solution_cells(read_source(4)).items()}
 # what the block exercises build on: the learner's layer_norm and mlp_forward, and
-# the given self_attention (in the pre_norm_block cell, above the stub)
-HELPERS = (
-    REFERENCE["layer_norm"]
-    + "\n"
-    + REFERENCE["mlp_forward"]
-    + "\n"
-    + REFERENCE["pre_norm_block"].split("def pre_norm_block")[0]
-)
+# the given self_attention (its locked cell, above the pre_norm_block cell)
+HELPERS = REFERENCE["layer_norm"] + "\n" + REFERENCE["mlp_forward"] + "\n" + GIVEN
 LN = "def layer_norm(x, gamma, beta, eps=1e-5):\n    mean = x.mean(-1, keepdim=True)\n"
 MLP = "def mlp_forward(x, W1, b1, W2, b2):\n"
 PRE = (
@@ -541,3 +537,46 @@ def test_the_grader_names_the_learner_s_failing_layer_norm_in_the_blocks(tmp_pat
     for key in ("pre_norm_block", "post_norm_block"):
         assert grades[key].status == "failed", grades[key]
         assert grades[key].hint.startswith(FIX_FIRST), grades[key].hint
+
+
+# --- the given self_attention -------------------------------------------------------
+
+
+@pytest.mark.parametrize("released", [False, True], ids=["source", "released"])
+def test_the_given_attention_cell_is_locked_and_is_the_grader_s_text(released):
+    """A JupyterLab learner round: self_attention sat in pre_norm_block's answer
+    cell; deleted with it, it passed the live checks in the old kernel and
+    failed in the grader. Now it is a locked cell that cannot be deleted, and
+    the grader runs the same text (GIVEN) after its preamble."""
+    notebook = read_source(4) if not released else student_version(read_source(4))
+    (cell,) = [
+        c
+        for c in notebook.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "given_self_attention"
+    ]
+    assert cell.source.rstrip("\n") == GIVEN.rstrip("\n")
+    assert cell.metadata.nbgrader.locked
+    assert not cell.metadata.nbgrader.solution
+    assert cell.metadata.deletable is False
+    assert cell.metadata.editable is False
+    assert "def self_attention" not in REFERENCE["pre_norm_block"]
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="no sandbox here")
+def test_the_grader_defines_the_given_attention_itself(tmp_path):
+    from transformer_course.grading.grade import grade_notebook
+
+    def without_given_cell(notebook):
+        notebook.cells = [
+            c
+            for c in notebook.cells
+            if c.metadata.get("nbgrader", {}).get("grade_id") != "given_self_attention"
+        ]
+
+    path = tmp_path / "04_block.ipynb"
+    nbformat.write(submission(edit=without_given_cell, chapter=4), path)
+    keys = ["pre_norm_block", "post_norm_block"]
+    graded = {e.key: e for e in grade_notebook(path, only=keys).exercises}
+    for key in keys:
+        assert graded[key].status == "passed", graded[key]
+        assert graded[key].points == EXERCISES[key].points

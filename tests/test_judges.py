@@ -481,11 +481,11 @@ USUAL_ERRORS = {
         lambda: torch.randn(2, 9).topk(3, dim=0),
         "dim=-1",
     ),
-    # a JupyterLab learner round: chapter 4's given self_attention, deleted
-    # with its cell's contents, passed in the old kernel and failed afresh
-    "a given helper deleted": (
-        lambda: eval("self_attention(None, None, 2)"),
-        "the released notebook has it",
+    # a JupyterLab learner round: a helper deleted with its cell's contents
+    # passed in the old kernel and failed afresh
+    "a helper deleted": (
+        lambda: eval("my_helper(None, None, 2)"),
+        "run the notebook from the top",
     ),
 }
 

@@ -229,6 +229,9 @@ def test_loss_curves_draw_runs_and_reference_lines():
     assert list(train.get_xdata()) == list(range(2, 10))  # a 3-step average
     assert train.get_ydata()[0] == pytest.approx(2.9)
     assert list(lines["pre-norm: validation"].get_ydata()) == [2.7, 2.2]
+    # after steps 4 and 9: 5 and 10 updates made (the training loss of step s is
+    # taken before its update, at s)
+    assert list(lines["pre-norm: validation"].get_xdata()) == [5, 10]
     # two evaluations far apart are points, not a line that looks measured
     assert lines["pre-norm: validation"].get_linewidth() == 0
     assert lines["pre-norm: validation"].get_marker() == "o"

@@ -177,11 +177,14 @@ def test_the_page_reads_a_typed_number_as_the_notebook_does():
     from transformer_course.exercises.widgets import parse_number
 
     match = re.search(
-        r"var parseNumber = (function \(text, unit\) \{.*?\n    \});", qh._SCRIPT, re.S
+        r"(var cleanNumber = function \(text, unit\) \{.*?\n    \};\n"
+        r"    var parseNumber = function \(text, unit\) \{.*?\n    \};)",
+        qh._SCRIPT,
+        re.S,
     )
-    assert match, "parseNumber not found in the page's script"
+    assert match, "cleanNumber and parseNumber not found in the page's script"
     program = (
-        f"var parseNumber = {match.group(1)};\n"
+        f"{match.group(1)}\n"
         f"var typed = {json.dumps(NUMBERS_TYPED)};\n"
         "console.log(JSON.stringify(typed.map(function (t) { return parseNumber(t, 'MiB'); })));\n"
     )
@@ -344,3 +347,94 @@ def test_megabytes_for_mebibytes_are_named_as_such():
     assert qh.near_miss(33.55, 32) == qh.UNITS
     assert qh.near_miss(30.52, 32) == qh.UNITS
     assert qh.near_miss(33.0, 32) == qh.NEAR_WHOLE
+
+
+#: (typed, answer, relative tolerance, named mistakes) for the rounding tests
+ROUNDED_CASES = [
+    ("0.35", 0.347, 2e-3, []),  # two figures: rounded
+    ("3.5e-1", 0.347, 2e-3, []),
+    ("-0.35", -0.347, 2e-3, []),
+    ("630", 628.3185, 2e-3, []),  # "630": two figures, the last in the tens
+    ("4.2", 4.1744, 2e-3, []),
+    ("5100", 5050, 0.0, []),  # a count rounded
+    ("0.3", 0.347, 2e-3, []),  # one figure: a guess, not a rounding
+    ("0.350", 0.347, 2e-3, []),  # three figures, the last wrong
+    ("0.34", 0.347, 2e-3, []),  # not the answer rounded (0.35)
+    ("0.35", -0.347, 2e-3, []),
+    ("5000", 5050, 0.0, []),
+    ("4950", 5050, 0.0, [(4950.0, "counted one too few")]),  # named: its hint
+    ("5e400", 5.0, 2e-3, []),
+    ("00.0035", 0.00347, 2e-3, []),
+]
+
+
+def test_a_rounded_answer_is_told_so_on_the_page_and_in_the_notebook():
+    """A JupyterLab learner round: "0.35" for 0.347 was told to check the count,
+    and cost a try."""
+    expected = [qh.rounded(t, a, tol, m) for t, a, tol, m in ROUNDED_CASES]
+    two = qh.ROUNDED.format(digits=2, tolerance="0.2 %")
+    assert expected == [two] * 5 + [qh.ROUNDED_WHOLE] + [""] * 7 + [two]
+    if shutil.which("node") is None:
+        return
+    match = re.search(
+        r"var rounded = (function \(cleaned, data\) \{.*?\n    \});", qh._SCRIPT, re.S
+    )
+    assert match, "rounded not found in the page's script"
+    data = {"rounded": qh.ROUNDED, "rounded_whole": qh.ROUNDED_WHOLE}
+    program = (
+        f"var rounded = {match.group(1)};\n"
+        f"var cases = {json.dumps(ROUNDED_CASES)};\n"
+        f"var data = {json.dumps(data)};\n"
+        "console.log(JSON.stringify(cases.map(function (c) { data.answer = c[1]; "
+        "data.rel_tol = c[2]; data.mistakes = c[3]; return rounded(c[0], data); })));\n"
+    )
+    result = subprocess.run(
+        ["node", "-e", program], capture_output=True, text=True, check=True
+    )
+    assert json.loads(result.stdout) == expected
+
+
+def test_a_rounded_answer_costs_no_try_in_the_notebook():
+    from transformer_course.exercises import chapter, widgets
+
+    widgets.TRIES.pop("quiz_notes_softmax", None)
+    widgets.PROGRESS.pop("quiz_notes_softmax", None)
+    box = chapter(6).quiz("quiz_notes_softmax")
+    box.control.value = "0.35"
+    box.submit.click()
+    assert "rounded to 2 significant figures" in box.feedback.value
+    assert "quiz_notes_softmax" not in widgets.TRIES
+    box.control.value = "0.347"
+    box.submit.click()
+    assert "Correct" in box.feedback.value
+    assert widgets.TRIES["quiz_notes_softmax"] == (1, True)
+
+
+def test_the_same_wrong_answer_twice_is_one_try():
+    """A JupyterLab learner round: the same wrong option submitted twice counted
+    as two tries."""
+    from transformer_course.exercises import chapter, widgets
+
+    widgets.TRIES.pop("quiz_layout", None)
+    widgets.PROGRESS.pop("quiz_layout", None)
+    widgets.LAST_ANSWER.pop("quiz_layout", None)
+    box = chapter(1).quiz("quiz_layout")
+    for answer in ("(B, D, N)", "(B, D, N)", "(D, N)", "(B, N, D)"):
+        box.control.value = answer
+        box.submit.click()
+        if answer == "(B, D, N)":
+            assert widgets.TRIES["quiz_layout"] == (1, False)
+    assert widgets.TRIES["quiz_layout"] == (3, False)
+    assert "on try 3" in box.feedback.value
+    numbers = chapter(6).quiz("quiz_passes")
+    widgets.TRIES.pop("quiz_passes", None)
+    widgets.PROGRESS.pop("quiz_passes", None)
+    for typed in ("4950", "4,950", "5050"):  # the same number, written two ways
+        numbers.control.value = typed
+        numbers.submit.click()
+    assert "on try 2" in numbers.feedback.value
+    assert qh.SAME_AGAIN not in numbers.feedback.value
+    numbers.control.value = "1"
+    numbers.submit.click()  # after passing: wrong, but the pass stays
+    numbers.submit.click()
+    assert qh.SAME_AGAIN in numbers.feedback.value

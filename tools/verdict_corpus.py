@@ -138,6 +138,15 @@ def _references(n: int) -> tuple[str, ...]:
     return tuple(without_markers(c) for c in solution_cells(read_source(n)).values())
 
 
+def _given(n: int) -> str:
+    """Chapter ``n``'s given code: the text of its locked "given" cells
+    (``GIVEN`` of its checks' module, chapter 4's self_attention), or ""."""
+    from transformer_course.exercises import CHAPTERS
+
+    module = importlib.import_module(f"transformer_course.exercises.{CHAPTERS[n]}")
+    return getattr(module, "GIVEN", "")
+
+
 def notebook_verdict(entry: dict) -> dict:
     """The notebook's check of one answer, its unseen inputs seeded."""
     from exercise_helpers import namespace_from
@@ -145,8 +154,10 @@ def notebook_verdict(entry: dict) -> dict:
     from transformer_course.exercises import chapter, core
 
     exercise = chapter(entry["chapter"]).exercises[entry["key"]]
+    # the chapter's given code (a locked cell, chapter 4's self_attention)
+    given = _given(entry["chapter"])
     try:  # in a notebook whose other exercises are solved (some build on them)
-        cells = [SETUP, *_references(entry["chapter"]), entry["source"]]
+        cells = [SETUP, given, *_references(entry["chapter"]), entry["source"]]
         function = namespace_from(cells).get(exercise.function)
     except Exception as err:  # an answer whose cell itself fails
         return {"defined": False, "error": type(err).__name__}

@@ -400,7 +400,10 @@ def loss_curves(
         histories: run name -> a :class:`~transformer_course.train.History` (or
             anything with ``steps``, ``train_losses``, ``val_steps``,
             ``val_losses``). Training loss is drawn thin, validation loss with
-            markers, in the same colour per run.
+            markers, in the same colour per run. Each is placed at the number
+            of updates made when it was measured: step s's training loss
+            (taken before its update) at s, a validation after step s at
+            s + 1 (a reader saw validations "one step early", at 49 and 99).
         references: label -> loss, drawn as horizontal dashed lines named in
             the legend (e.g. the uniform ln V, unigram and bigram losses of
             chapter 6).
@@ -436,7 +439,7 @@ def loss_curves(
             # a line only through evaluations close enough to read as a curve:
             # two points far apart (before and after training) are just points
             ax.plot(
-                history.val_steps,
+                np.asarray(history.val_steps, dtype=float) + 1,  # updates made
                 history.val_losses,
                 color=colour,
                 marker="o",

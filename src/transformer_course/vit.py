@@ -319,8 +319,8 @@ def attention_rollout(maps: list[torch.Tensor], residual: bool = True) -> torch.
 
     Each block's weights (B, H, L, L) are averaged over the heads; with
     ``residual`` the skip connection is counted as attention to oneself,
-    A' = (A + I)/2; then the blocks are chained, R = A'_M ··· A'_2 A'_1.
-    Row t of R says how much each input token contributes to token t's final
+    A' = (A + I)/2; then the blocks are chained, A_roll = A'_M ··· A'_2 A'_1.
+    Row t of A_roll says how much each input token contributes to token t's final
     representation, if contributions simply multiply along the paths; every
     row sums to 1.
 

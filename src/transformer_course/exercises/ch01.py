@@ -191,6 +191,7 @@ CHAR_VOCAB = Exercise(
         unseen_check("the same on unseen texts", _random_texts, _judge_vocab_ids),
     ),
     twins=_text_twins,
+    mutable_inputs=False,  # numbers and strings only: nothing to change in place
 )
 
 # --- Exercise 2: one BPE merge step ---------------------------------------------------

@@ -344,6 +344,7 @@ COUNT = Exercise(
         unseen_check("the same for unseen sizes", _random_counts, _judge_count),
     ),
     twins=lambda case, g: one_size_at_a_time(case, g, _resize_count),
+    mutable_inputs=False,  # numbers and strings only: nothing to change in place
 )
 
 # --- Exercise 5: weights from torch --------------------------------------------------------

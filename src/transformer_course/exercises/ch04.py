@@ -32,7 +32,28 @@ from .table import Raised, Returns, Table, WrongShape
 from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
 from .widgets import load_quizzes
 
-__all__ = ["EXERCISES", "QUIZZES"]
+__all__ = ["EXERCISES", "GIVEN", "QUIZZES"]
+
+
+#: The notebook's locked "given" cell above pre_norm_block: chapter 3's
+#: multi-head self-attention, written out. The grader runs no locked cell, so it
+#: runs this text after its preamble (:data:`..grading.grade.PREAMBLE`): a
+#: kernel and the grader then define ``self_attention`` alike, whatever the
+#: learner's cells do (a learner's own definition still wins, in both).
+#: tests/test_exercises_ch04.py checks that the notebooks' cell is this text.
+GIVEN = '''\
+def self_attention(h, params, n_heads):
+    """Given: chapter 3's multi-head self-attention with the block's weights.
+    h (B, N, D) -> (B, N, D)."""
+    B, N, D = h.shape
+    qkv = h @ params["attn.qkv_proj.weight"].T + params["attn.qkv_proj.bias"]
+    q, k, v = (  # 3 x (B, H, N, d)
+        t.view(B, N, n_heads, D // n_heads).transpose(1, 2) for t in qkv.chunk(3, -1)
+    )
+    weights = torch.softmax(q @ k.transpose(-2, -1) / (D // n_heads) ** 0.5, dim=-1)
+    heads = (weights @ v).transpose(1, 2).reshape(B, N, D)  # (B, N, D)
+    return heads @ params["attn.out_proj.weight"].T + params["attn.out_proj.bias"]
+'''
 
 
 # --- Exercise 1: LayerNorm from scratch -----------------------------------------------
@@ -860,6 +881,7 @@ COUNT = Exercise(
         unseen_check("the same for unseen sizes", _random_counts, _judge_count),
     ),
     twins=lambda case, g: one_size_at_a_time(case, g, _resize_count),
+    mutable_inputs=False,  # numbers and strings only: nothing to change in place
 )
 
 EXERCISES: dict[str, Exercise] = {

@@ -233,6 +233,7 @@ SINUSOIDAL = Exercise(
         ),
     ),
     twins=lambda case, g: one_size_at_a_time(case, g, _resize_table),
+    mutable_inputs=False,  # numbers and strings only: nothing to change in place
 )
 
 # --- Exercise 2: applying RoPE --------------------------------------------------------
@@ -893,6 +894,7 @@ ALIBI = Exercise(
         ),
     ),
     twins=lambda case, g: one_size_at_a_time(case, g, _resize_alibi),
+    mutable_inputs=False,  # numbers and strings only: nothing to change in place
 )
 
 EXERCISES: dict[str, Exercise] = {

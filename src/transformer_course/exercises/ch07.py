@@ -1068,6 +1068,7 @@ FLOPS = Exercise(
         unseen_check("the same for unseen models", _random_flops, _judge_flops),
     ),
     twins=lambda case, g: one_size_at_a_time(case, g, _resize_flops),
+    mutable_inputs=False,  # numbers and strings only: nothing to change in place
 )
 
 EXERCISES: dict[str, Exercise] = {

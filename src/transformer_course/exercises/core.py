@@ -26,7 +26,8 @@ say (an answer wrong on inputs it has not seen, e.g. a table of the fixed cases
 with one left failing, earns nothing); otherwise the value checks carry the
 score, and once they all pass the unseen and property checks add theirs. A
 function that ignores its inputs earns nothing for returning the right shape.
-Every exercise also gets the property check "leaves its inputs unchanged".
+Every exercise whose arguments could change in place (tensors, lists, dicts)
+also gets the property check "leaves its inputs unchanged".
 
 **Twins.** The unseen check also judges a *twin* of every fixed case: the same
 shapes, dtypes, flags and omitted defaults, the same zeros, infinities and ties,
@@ -194,6 +195,11 @@ class Exercise:
     #: the hint when only the loud twins fail, with nan or inf (default
     #: :data:`OVERFLOW`); an exercise with a likelier cause names it
     overflow_hint: str = ""
+    #: False where every argument is a number, a string or a tuple of them (a
+    #: parameter count's sizes): nothing could change in place, so the check
+    #: "leaves its inputs unchanged", which could not fail, is not shown
+    #: (tests/test_exercises.py checks this against every exercise's cases)
+    mutable_inputs: bool = True
 
     def __post_init__(self):
         if not any(c.kind == VALUE for c in self.checks):
@@ -535,11 +541,10 @@ USUAL_ERRORS = (
     (
         r"name '\w+' is not defined",
         "A name your function uses is defined in no cell the notebook has now: "
-        "a helper the exercise gives, deleted or renamed with the cell around "
-        "it (chapter 4's self_attention, above pre_norm_block), or a cell not "
-        "run. Put it back (the released notebook has it) and run the notebook "
-        "from the top: a kernel that still remembers it passes checks that "
-        "Validate and the grader, which start afresh, fail.",
+        "a helper or an earlier answer of yours, deleted or renamed, or a cell "
+        "not run. Define it again and run the notebook from the top: a kernel "
+        "that still remembers it passes checks that Validate and the grader, "
+        "which start afresh, fail.",
     ),
 )
 
@@ -704,7 +709,7 @@ def timed_out(exercise: Exercise, seconds: float) -> Report:
     results = tuple(
         CheckResult(c.name, False, hint, c.kind, c.weight) for c in exercise.checks
     )
-    results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
+    results += _inputs_unchanged(exercise, False, hint)
     note = (
         f"Your {exercise.function}() did not return within {seconds:g} s on the "
         "checks' inputs, and the grader stops it at the same limit (0 points). "
@@ -841,6 +846,14 @@ NOTHING_RETURNED = {
 }
 
 
+def _inputs_unchanged(exercise: Exercise, passed: bool, hint: str) -> tuple:
+    """The property check "leaves its inputs unchanged", as a tuple of results:
+    empty where no argument could change (``exercise.mutable_inputs``)."""
+    if not exercise.mutable_inputs:
+        return ()
+    return (CheckResult(INPUTS_UNCHANGED, passed, hint, PROPERTY),)
+
+
 def report_from_outcomes(
     exercise: Exercise,
     case_lists: list[list[tuple]],
@@ -849,8 +862,8 @@ def report_from_outcomes(
     """Judge every check; a stub that raises NotImplementedError is "not attempted".
 
     A forbidden function or the course package fails every check, with a hint
-    that names it. Every exercise ends with the property check "leaves its
-    inputs unchanged".
+    that names it. Every exercise whose inputs could change in place ends with
+    the property check "leaves its inputs unchanged".
     """
     every = [o for outcomes in outcome_lists for o in outcomes]
     if every and all(o.error == runner.NOT_ATTEMPTED for o in every):
@@ -864,7 +877,7 @@ def report_from_outcomes(
         results = tuple(
             CheckResult(c.name, False, hint, c.kind, c.weight) for c in exercise.checks
         )
-        results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
+        results += _inputs_unchanged(exercise, False, hint)
         return Report(exercise, FAILED, results)
     results = tuple(
         judge_outcomes(check, cases, outcomes)
@@ -900,9 +913,9 @@ def report_from_outcomes(
             else r
             for r in results
         )
-        results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
+        results += _inputs_unchanged(exercise, False, hint)
     elif changed is None:
-        results += (CheckResult(INPUTS_UNCHANGED, True, "", PROPERTY),)
+        results += _inputs_unchanged(exercise, True, "")
     else:
         ordinals = ("first", "second", "third", "fourth", "fifth", "sixth")
         which = " and ".join(
@@ -915,7 +928,7 @@ def report_from_outcomes(
             f"argument{plural}, counting from the left): work on a copy "
             "or build a new result; the caller's data must stay as it was."
         )
-        results += (CheckResult(INPUTS_UNCHANGED, False, hint, PROPERTY),)
+        results += _inputs_unchanged(exercise, False, hint)
     status = PASSED if all(r.passed for r in results) else FAILED
     return Report(exercise, status, results)
 

@@ -76,6 +76,19 @@ FRACTION = (
     "or a division too many."
 )
 FACTORS = (2, 4, 8, 10, 100, 1000, 1024, 1000000)
+# The answer rounded (to the digits typed, two or more): no mistake, so not a
+# try; said in place of a verdict, as a blank answer is.
+ROUNDED = (
+    "That is the answer rounded to {digits} significant figures: right as far as "
+    "it goes, but it is checked to within {tolerance}. Give more digits (this "
+    "was not counted as a try)."
+)
+ROUNDED_WHOLE = (
+    "That is the answer rounded: a count is checked exactly. Give every digit "
+    "(this was not counted as a try)."
+)
+# A wrong answer given again, the same as the last try: not another try.
+SAME_AGAIN = "The same answer as your last try (not counted again)."
 #: 2^20 / 10^6: a size in megabytes where mebibytes were asked, or the reverse
 MEBI = 1.048576
 UNITS = (
@@ -115,6 +128,49 @@ def near_miss(
         if abs(ratio * factor - 1) <= 1e-3:
             return FRACTION.format(base=_base(factor))
     return ""
+
+
+_DECIMAL = re.compile(
+    r"[+-]?(?P<whole>[0-9]*)(?:\.(?P<frac>[0-9]*))?(?:[eE](?P<exp>[+-]?[0-9]+))?"
+)
+
+
+def rounded(
+    cleaned: str,
+    answer: float,
+    rel_tol: float = 0.0,
+    mistakes: Sequence[tuple[float, str]] = (),
+) -> str:
+    """What a wrong answer that is the right one rounded is told, or "" (the
+    page's script says the same: ``rounded``). ``cleaned``: the number as typed,
+    without its unit and thousands separators ("0.35", "3.5e-1", "5100").
+
+    Rounded means two or more significant figures typed and the answer within
+    half a unit of the last one (trailing zeros of a whole number without a
+    point are not significant: "5100" is two figures). A usual wrong answer the
+    quiz names keeps its own hint."""
+    match = _DECIMAL.fullmatch(cleaned)
+    if match is None or not any(ch.isdigit() for ch in cleaned):
+        return ""
+    whole, frac = match["whole"], match["frac"]
+    exponent = int(match["exp"] or 0)
+    if frac is None:
+        kept = whole.rstrip("0")
+        digits, last = kept.lstrip("0"), exponent + len(whole) - len(kept)
+    else:
+        digits, last = (whole + frac).lstrip("0"), exponent - len(frac)
+    if len(digits) < 2 or abs(last) > 300:
+        return ""
+    value = float(cleaned)
+    named = any(
+        abs(value - wrong) <= max(rel_tol * max(abs(value), abs(wrong)), 1e-12)
+        for wrong, _ in mistakes
+    )
+    if named or abs(value - answer) > 0.5 * 10.0**last * (1 + 1e-9):
+        return ""
+    if float(answer).is_integer():
+        return ROUNDED_WHOLE
+    return ROUNDED.format(digits=len(digits), tolerance=f"{100 * rel_tol:g} %")
 
 
 _MASK = 0xFFFFFFFF
@@ -206,7 +262,7 @@ _SCRIPT = """\
       for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i) ^ stream[i];
       return JSON.parse(new TextDecoder("utf-8").decode(bytes));
     };
-    var parseNumber = function (text, unit) {
+    var cleanNumber = function (text, unit) {
       var cleaned = text.trim().replace(/_/g, "");
       if (unit && cleaned.toLowerCase().endsWith(unit.toLowerCase())) {
         cleaned = cleaned.slice(0, cleaned.length - unit.length).trim();
@@ -219,8 +275,38 @@ _SCRIPT = """\
         cleaned = cleaned.split(match[1]).join("");
       }
       if (!/^[+-]?(\\d+\\.?\\d*|\\.\\d+)(e[+-]?\\d+)?$/i.test(cleaned)) return null;
-      var value = Number(cleaned);
-      return isFinite(value) ? value : null;
+      return isFinite(Number(cleaned)) ? cleaned : null;
+    };
+    var parseNumber = function (text, unit) {
+      var cleaned = cleanNumber(text, unit);
+      return cleaned === null ? null : Number(cleaned);
+    };
+    // the answer rounded (two or more figures typed, the answer within half a
+    // unit of the last one): said as a blank answer is, not a try
+    var rounded = function (cleaned, data) {
+      var m = /^[+-]?([0-9]*)(?:\\.([0-9]*))?(?:e([+-]?[0-9]+))?$/i.exec(cleaned);
+      if (!m) return "";
+      var whole = m[1], frac = m[2], exponent = Number(m[3] || "0"), digits, last;
+      if (frac === undefined) {
+        var kept = whole.replace(/0+$/, "");
+        digits = kept.replace(/^0+/, "");
+        last = exponent + whole.length - kept.length;
+      } else {
+        digits = (whole + frac).replace(/^0+/, "");
+        last = exponent - frac.length;
+      }
+      if (digits.length < 2 || Math.abs(last) > 300) return "";
+      var value = Number(cleaned), mistakes = data.mistakes || [];
+      for (var k = 0; k < mistakes.length; k++) {
+        var size = Math.max(Math.abs(value), Math.abs(mistakes[k][0]));
+        if (Math.abs(value - mistakes[k][0]) <= Math.max(data.rel_tol * size, 1e-12)) {
+          return "";
+        }
+      }
+      if (Math.abs(value - data.answer) > 0.5 * Math.pow(10, last) * (1 + 1e-9)) return "";
+      if (Number.isInteger(data.answer)) return data.rounded_whole;
+      return data.rounded.replace("{digits}", String(digits.length))
+        .replace("{tolerance}", String(100 * data.rel_tol) + " %");
     };
     var nearMiss = function (value, answer, data) {
       var mistakes = data.mistakes || [];
@@ -251,19 +337,25 @@ _SCRIPT = """\
       if (form.getAttribute("data-kind") === "choice") {
         var picked = form.querySelector("input[name=choice]:checked");
         if (!picked) return {message: data.blank};
-        return {pass: Number(picked.value) === data.answer};
+        return {pass: Number(picked.value) === data.answer, same: picked.value};
       }
       var text = form.querySelector("input[name=number]").value;
       if (!text.trim()) return {message: data.blank};
-      var value = parseNumber(text, data.unit);
-      if (value === null) {
+      var cleaned = cleanNumber(text, data.unit);
+      if (cleaned === null) {
         var message = data.unit && /[a-z]/i.test(text) ? data.in_unit : data.invalid;
         return {message: message.replace("{value}", "'" + text + "'")};
       }
+      var value = Number(cleaned);
       var gap = Math.abs(value - data.answer);
       var scale = Math.max(Math.abs(value), Math.abs(data.answer));
       var pass = gap <= Math.max(data.rel_tol * scale, 1e-12);
-      return {pass: pass, near: pass ? "" : nearMiss(value, data.answer, data)};
+      var round = pass ? "" : rounded(cleaned, data);
+      if (round) return {message: round};
+      return {
+        pass: pass, same: String(value),
+        near: pass ? "" : nearMiss(value, data.answer, data)
+      };
     };
     // the notebook's progress table, where the page has one: this quiz's row
     // and the count follow what was answered on the page
@@ -302,9 +394,13 @@ _SCRIPT = """\
         feedback.textContent = result.message;
         return;
       }
-      // the try it passed on stays, whatever is answered after
+      // the try it passed on stays, whatever is answered after; a wrong answer
+      // given again, the same as the last try, is not another try
       var passed = form.getAttribute("data-passed") === "yes";
-      var tries = Number(form.getAttribute("data-tries") || "0") + (passed ? 0 : 1);
+      var again = !result.pass && form.getAttribute("data-last") === result.same;
+      form.setAttribute("data-last", result.same);
+      var tries = Number(form.getAttribute("data-tries") || "0") +
+        (passed || again ? 0 : 1);
       form.setAttribute("data-tries", String(tries));
       if (result.pass) form.setAttribute("data-passed", "yes");
       var verdict = document.createElement("b");
@@ -314,8 +410,9 @@ _SCRIPT = """\
       }
       feedback.appendChild(verdict);
       if (!result.pass) {
-        var again = result.near ? result.near + " " + data.again : data.again;
-        feedback.appendChild(document.createTextNode(" " + again));
+        var said = result.near ? result.near + " " + data.again : data.again;
+        if (again) said = data.same_again + " " + said;
+        feedback.appendChild(document.createTextNode(" " + said));
       }
       if (result.pass && !form.getAttribute("data-passed-try")) {
         form.setAttribute("data-passed-try", String(tries));
@@ -390,6 +487,7 @@ def _form(key: str, kind: str, question: str, control: str, payload: dict) -> st
         "wrong": WRONG,
         "again": TRY_AGAIN,
         "on_try": ON_TRY,
+        "same_again": SAME_AGAIN,
         **payload,
     }
     # The explanation toggle looks like the book's other toggles
@@ -456,6 +554,8 @@ def number_quiz_html(
         "in_unit": IN_THE_UNIT.replace("{unit}", unit),
         "near": NEAR,
         "near_whole": NEAR_WHOLE,
+        "rounded": ROUNDED,
+        "rounded_whole": ROUNDED_WHOLE,
         "mebi": MEBI,
         "units": UNITS,
         "times": TIMES,

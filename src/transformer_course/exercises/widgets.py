@@ -56,6 +56,9 @@ __all__ = ["MultipleChoice", "Numeric", "QuizBox", "check_widget", "progress_wid
 PROGRESS: dict[str, str] = {}
 # For quizzes: how many answers were submitted, and whether the first was right.
 TRIES: dict[str, tuple[int, bool]] = {}
+#: The last answer submitted to each quiz (its :meth:`_Quiz.same_key`): a wrong
+#: answer given again is not another try
+LAST_ANSWER: dict[str, object] = {}
 #: An exercise's share of its points where it failed with some: the progress
 #: table says "60 % of its points", not "failed".
 SHARES: dict[str, float] = {}
@@ -130,10 +133,14 @@ RERUN = (
 #: restarts or stops, and its buttons then do nothing, without a word.
 #: Of ipywidgets' red broken-link icons, which it puts on every part of a
 #: widget, only the outer box's is kept (a learner round counted seven on one
-#: quiz, which read as seven errors).
+#: quiz, which read as seven errors). Its controls (a quiz's options, a
+#: Submit or Check again button) are greyed out and take no clicks meanwhile (a
+#: learner round clicked options that still looked alive after a restart).
 KERNEL_GONE = (
     "<style>.tc-kernel-gone{display:none;color:#9a3412}"
     ".jupyter-widgets-disconnected .tc-kernel-gone{display:block}"
+    ":is(.tc-widget-check,.tc-widget-quiz).jupyter-widgets-disconnected "
+    ":is(input,button,label){pointer-events:none;opacity:.5}"
     ":is(.tc-widget-check,.tc-widget-quiz,.tc-widget-progress) "
     ".jupyter-widgets-disconnected::before{display:none}</style>"
     '<p class="tc-kernel-gone">The kernel that ran this cell has restarted or '
@@ -512,6 +519,14 @@ class _Quiz:
         """What a wrong answer near the right one is told, or ""."""
         return ""
 
+    def rounded(self, answer: object) -> str:
+        """What the right answer rounded too far is told (not a try), or ""."""
+        return ""
+
+    def same_key(self, answer: object) -> object:
+        """What makes two answers the same (a wrong one given twice is one try)."""
+        return answer
+
     def blank_message(self, value: object) -> str | None:
         """What to say when ``value`` is no answer yet (None when it is one)."""
         return CHOOSE_FIRST if value is None else None
@@ -542,12 +557,18 @@ class _Quiz:
             )
 
         def verdict(
-            correct: bool, tries: int, first_right: bool, near: str = ""
+            correct: bool,
+            tries: int,
+            first_right: bool,
+            near: str = "",
+            again: bool = False,
         ) -> None:
             text = CORRECT if correct else WRONG
             if correct and not first_right:
                 text += ON_TRY.format(tries=tries)
             said = f"{near} {quiz_html.TRY_AGAIN}" if near else quiz_html.TRY_AGAIN
+            if again:
+                said = f"{quiz_html.SAME_AGAIN} {said}"
             again = "" if correct else f" {html.escape(said)}"
             icon = _ICONS[PASSED if correct else "failed"]
             feedback.value = f"{icon} <b>{html.escape(text)}</b>{again}"
@@ -564,13 +585,21 @@ class _Quiz:
             if blank is not None:
                 feedback.value = html.escape(blank)
                 return
+            rounded = self.rounded(control.value)
+            if rounded:  # the answer rounded too far: no mistake, not a try
+                feedback.value = html.escape(rounded)
+                return
             correct = self.grade(control.value)
+            same = self.same_key(control.value)
+            again = not correct and LAST_ANSWER.get(self.key) == same
+            LAST_ANSWER[self.key] = same
             tries, first_right = TRIES.get(self.key, (0, None))
-            if PROGRESS.get(self.key) != PASSED:  # the try it passed on stays
-                tries += 1
+            if PROGRESS.get(self.key) != PASSED and not again:
+                tries += 1  # the try it passed on stays; a repeat is no new try
             first_right = correct if first_right is None else first_right
-            verdict(correct, tries, first_right, self.near(control.value))
-            _save_answer(self.key, str(control.value), correct)
+            verdict(correct, tries, first_right, self.near(control.value), again)
+            if not again:
+                _save_answer(self.key, str(control.value), correct)
 
         submit.on_click(on_submit)
         toggle.on_click(
@@ -587,6 +616,7 @@ class _Quiz:
             with contextlib.suppress(Exception):  # a saved answer no longer offered
                 if last is not None:
                     control.value = last
+                    LAST_ANSWER[self.key] = self.same_key(last)
                     right = [
                         i for i, answer in enumerate(answers) if self.grade(answer)
                     ]
@@ -686,6 +716,13 @@ def parse_number(text: object, unit: str = "") -> float | None:
     """
     if isinstance(text, int | float) and not isinstance(text, bool):
         return float(text)
+    cleaned = _cleaned_number(text, unit)
+    return None if cleaned is None else float(cleaned)
+
+
+def _cleaned_number(text: object, unit: str = "") -> str | None:
+    """The number in ``text`` as Python reads it ("1,050,624" -> "1050624",
+    "32 MiB" -> "32"), or None; see :func:`parse_number`."""
     if not isinstance(text, str):
         return None
     cleaned = text.strip().replace("_", "")
@@ -700,7 +737,7 @@ def parse_number(text: object, unit: str = "") -> float | None:
         value = float(cleaned)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return cleaned if math.isfinite(value) else None
 
 
 @dataclass
@@ -756,6 +793,17 @@ class Numeric(_Quiz):
         return quiz_html.near_miss(
             number, float(self.answer), self._mistakes(), self.tolerance
         )
+
+    def rounded(self, answer: object) -> str:
+        cleaned = _cleaned_number(answer, self.unit)
+        if cleaned is None or self.grade(answer):
+            return ""
+        return quiz_html.rounded(
+            cleaned, float(self.answer), self.tolerance, self._mistakes()
+        )
+
+    def same_key(self, answer: object) -> object:
+        return parse_number(answer, self.unit)
 
     def _control(self) -> widgets.Widget:
         return widgets.Text(value="", placeholder="a number", description="answer")

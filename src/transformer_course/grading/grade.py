@@ -9,8 +9,10 @@ How a submission is graded, exercise by exercise:
    code cells above the exercise's check cell, in notebook order: the solution
    cell, solutions in new cells below the stub (the last definition wins),
    earlier solutions the exercise builds on, helper and import cells. Locked
-   cells (checks, quizzes) are not run. A cell that hangs or crashes and does not
-   define this exercise's function is left out and the exercise graded again.
+   cells (checks, quizzes) are not run; a chapter's given code (chapter 4's
+   ``self_attention``) comes from its checks' module (``GIVEN``). A cell that
+   hangs or crashes and does not define this exercise's function is left out
+   and the exercise graded again.
 3. The sandbox calls the function on the cases exactly as the notebook's check
    does (:func:`transformer_course.exercises.runner.call_cases`) and saves plain
    outcomes in a strict format (JSON and raw tensor bytes, no pickle); the
@@ -188,6 +190,7 @@ class InstructorTest:
     function: None = None  # it defines nothing: the whole cell is the check
     forbidden: tuple = ()
     checks: tuple = ()
+    mutable_inputs: bool = True  # so one check in all: the cell runs (see _grade)
 
 
 @dataclass
@@ -467,7 +470,8 @@ def _grade(
         points,
         exercise.points,
         passed,
-        checks or len(exercise.checks) + 1,  # + "leaves its inputs unchanged"
+        # + "leaves its inputs unchanged", where the inputs could change
+        checks or len(exercise.checks) + exercise.mutable_inputs,
         status,
         printable(hint),
     )
@@ -621,13 +625,18 @@ def _grade_exercises(
     sandbox: Sandbox,
     timeout: float,
     screened: bool = True,
+    given: str = "",
 ) -> list[ExerciseGrade]:
     """Grade exercises (and instructors' test cells) in one sandbox; see the
-    module docstring."""
+    module docstring. ``given``: the chapter's given code (its module's
+    ``GIVEN``, the text of a locked cell such as chapter 4's self_attention),
+    run after the preamble as the notebook runs that cell."""
     final: dict[str, ExerciseGrade] = {}
     pending: dict[str, dict] = {}
     names = cell_names(notebook)  # parsed once, in a child with a deadline
-    preamble = PREAMBLE + locked_bindings(notebook, names)
+    # the given cell is locked (so bound to the stand-in above): its own text,
+    # from the package, comes last and wins, as the cell does in a kernel
+    preamble = PREAMBLE + locked_bindings(notebook, names) + given
     # Grading again without a cell that hung costs time: only within this budget
     # (a notebook of slow cells cannot keep the grader busy for many rounds).
     started = time.monotonic()
@@ -945,7 +954,14 @@ def grade_notebook(
             )
     sandbox = sandbox or Sandbox(unsafe=unsafe)
     exercises = [e for k, e in module.EXERCISES.items() if only is None or k in only]
-    grades = _grade_exercises([*exercises, *tests], notebook, sandbox, timeout, screen)
+    grades = _grade_exercises(
+        [*exercises, *tests],
+        notebook,
+        sandbox,
+        timeout,
+        screen,
+        given=getattr(module, "GIVEN", ""),
+    )
     statuses = {grade.key: grade.status for grade in grades}
     for grade in grades:  # the learner's own earlier function fails: say so first
         exercise = module.EXERCISES.get(grade.key)
