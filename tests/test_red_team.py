@@ -3281,3 +3281,119 @@ def test_the_key_call_filter_refuses_the_key_calls_only():
         assert verdict(arch, other) == "allow"
     assert verdict(x86_64, 0x40000000 + 250) == "refuse"  # x32
     assert verdict(x86_64, 251) == verdict(aarch64, 250) == "allow"
+
+
+# --- the sixty-second red team: chapter 4's given cell, and annotations ---------------
+
+#: Honest chapter 4 answers that mention B, N or D (the given self_attention's
+#: own variables) in a branch never taken: bound as stand-ins for the package
+#: (the given cell's locals read as names the locked cell binds), they were
+#: refused as "uses the course package" (kernel 16 / 16, grader 5 / 16)
+DEAD_BRANCH_LN = (
+    "def layer_norm(x, gamma, beta, eps=1e-5):\n"
+    "    if gamma.shape[-1] != x.shape[-1]:\n"
+    '        raise ValueError(f"gamma has {gamma.shape[-1]} entries, x has D = {D}")\n'
+    "    mean = x.mean(-1, keepdim=True)\n"
+    "    var = ((x - mean) ** 2).mean(-1, keepdim=True)\n"
+    "    return gamma * (x - mean) / torch.sqrt(var + eps) + beta\n"
+)
+#: A learner's own chapter 3 self_attention, pasted above the given cell: the
+#: kernel's given cell replaces it, and the grader ran the given code first, so
+#: the learner's won there (kernel 16 / 16, grader 9 / 16)
+OWN_SELF_ATTENTION = (
+    "# my chapter 3 answer, to compare with later\n"
+    "def self_attention(x, W_qkv, W_o, n_heads):\n"
+    "    B, N, D = x.shape\n"
+    "    return x @ W_o\n"
+)
+
+
+def test_a_given_cell_binds_only_its_own_names():
+    from exercise_helpers import read_source
+
+    from tools.release import student_version
+    from transformer_course.exercises.ch04 import GIVEN
+    from transformer_course.grading.cell_names import stored_names
+    from transformer_course.grading.grade import locked_bindings
+
+    assert stored_names(GIVEN) == ["self_attention"]
+    bound = locked_bindings(student_version(read_source(4)))
+    assert "self_attention = tc.locked_cell" in bound
+    for local in ("B", "N", "D", "q", "k", "v", "qkv", "weights", "heads", "t"):
+        assert f"\n{local} = " not in f"\n{bound}", local
+    # a comprehension's and a lambda's variables stay theirs; := leaks, as in Python
+    cell = "xs = [i for i in range(3)]\nf = lambda w: w\nys = [(z := j) for j in xs]\n"
+    assert stored_names(cell) == ["f", "xs", "ys", "z"]
+
+
+@needs_bwrap
+def test_honest_chapter_four_answers_grade_as_in_the_kernel(tmp_path, monkeypatch):
+    from exercise_helpers import (
+        graded_points_agreeing_with_the_kernel,
+        read_source,
+        without_markers,
+    )
+    from exercise_helpers import solution_cells as cells_of
+
+    from transformer_course.exercises.ch04 import EXERCISES
+
+    pre = without_markers(cells_of(read_source(4))["pre_norm_block"])
+    pre = pre.replace(
+        '    """\n',
+        '    """\n    if x.shape[-1] % n_heads:\n'
+        '        raise ValueError(f"D = {D} is not a multiple of {n_heads}")\n',
+        1,
+    )
+    assert "{D}" in pre
+
+    def paste_own_attention(notebook):
+        insert_after(notebook, "check_mlp_forward", OWN_SELF_ATTENTION)
+
+    notebook = submission(
+        {"layer_norm": DEAD_BRANCH_LN, "pre_norm_block": pre},
+        edit=paste_own_attention,
+        chapter=4,
+    )
+    graded = graded_points_agreeing_with_the_kernel(
+        notebook, tmp_path / "04_block.ipynb", tmp_path, monkeypatch
+    )
+    assert graded == {key: e.points for key, e in EXERCISES.items()}
+
+
+@needs_bwrap
+def test_an_undefined_annotation_stops_the_cell_in_the_grader_too(tmp_path):
+    """The grader compiled the statements of a cell it runs one at a time with
+    the runner's own ``from __future__ import annotations``: an annotation that
+    names nothing (``x: Tensor``, never imported) stops the cell in a kernel
+    and passed in the grader, where a word in a comment ("tc.softmax") decided
+    which (kernel: the check cell's NameError, stable_softmax never defined;
+    grader: 1 of 1 passed)."""
+    annotated = (
+        "# compare with tc.softmax later\n"
+        "def stable_softmax(x: Tensor) -> Tensor:\n"
+        "    shifted = x - x.max(dim=-1, keepdim=True).values\n"
+        "    return shifted.exp() / shifted.exp().sum(dim=-1, keepdim=True)\n"
+    )
+    for source in (annotated, annotated.replace("tc.softmax", "a softmax")):
+        result = grade_notebook(
+            write(
+                tmp_path,
+                submission({"stable_softmax": source}, chapter=2),
+                "02_attention.ipynb",
+            ),
+            only=["stable_softmax"],
+        )
+        (graded,) = result.exercises
+        assert graded.points == 0, graded
+        assert "Tensor" in graded.hint, graded
+    # the learner's own "from __future__ import annotations" holds, as in a kernel
+    postponed = "from __future__ import annotations\n\n" + annotated
+    result = grade_notebook(
+        write(
+            tmp_path,
+            submission({"stable_softmax": postponed}, chapter=2),
+            "02_attention.ipynb",
+        ),
+        only=["stable_softmax"],
+    )
+    assert result.exercises[0].status == "passed", result.exercises[0]

@@ -18,6 +18,7 @@ as a script (:func:`main`), see :mod:`transformer_course.grading.grade`.
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
 import base64
@@ -37,6 +38,7 @@ import itertools
 import json
 import linecache
 import math
+import operator
 import os
 import re
 import select
@@ -3063,7 +3065,9 @@ def _shell():
 
         def run_plain(source: str):
             try:
-                exec(compile(source, "<cell>", "exec"), namespace)
+                # not this module's "from __future__ import annotations": a
+                # kernel evaluates a learner's annotations
+                exec(compile(source, "<cell>", "exec", dont_inherit=True), namespace)
             except BaseException as err:
                 return f"{type(err).__name__}: {err}"
             return None
@@ -3101,6 +3105,7 @@ def _shell():
         return f"{type(error).__name__}: {error}"
 
     run.transform = shell.transform_cell  # magics to Python, as a kernel does
+    run.compiler = shell.compile  # its __future__ flags, kept from cell to cell
     return shell.user_ns, run
 
 
@@ -3341,12 +3346,18 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
             unavailable |= skipped | _hidden_names(namespace)
             continue
         try:
+            # the kernel's __future__ flags (a learner's own "from __future__
+            # import annotations"), not this module's: inherited, they left an
+            # undefined annotation unevaluated, where a kernel stops on it
+            # (the sixty-second red team)
             code = compile(
                 ast.Module([statement], type_ignores=[]),
                 cell_name,
                 "exec",
-                flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT | _future_flags(run),
+                dont_inherit=True,
             )
+            _keep_future_flags(run, code)
             _exec_statement(code, namespace)
         except BaseException as err:  # SystemExit too: a kernel reports it
             unbound = isinstance(err, NameError) and err.name in unavailable
@@ -3364,6 +3375,29 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
             return f"{type(err).__name__}: {_message(err)}"
         unavailable |= _hidden_names(namespace)  # an import of the package just now
     return None
+
+
+#: Every ``from __future__`` feature's compiler flag.
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_,
+    (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names),
+    0,
+)
+
+
+def _future_flags(run) -> int:
+    """The __future__ flags the learner's cells turned on so far (IPython's
+    compiler keeps them, as a kernel does); 0 without IPython."""
+    compiler = getattr(run, "compiler", None)
+    return getattr(compiler, "flags", 0) & _FUTURE_FLAGS
+
+
+def _keep_future_flags(run, code) -> None:
+    """A statement's own ``from __future__`` import holds for the cells after
+    it, as in a kernel."""
+    compiler = getattr(run, "compiler", None)
+    if compiler is not None:
+        compiler.flags |= code.co_flags & _FUTURE_FLAGS
 
 
 class _CapturedOutput:

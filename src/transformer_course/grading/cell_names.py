@@ -75,20 +75,45 @@ def top_level_names(source: str) -> list[str] | None:
 
 
 def stored_names(source: str) -> list[str] | None:
-    """Every name a cell's top-level statements bind, inside them too (a loop's
-    variable), with the functions and classes it defines, sorted (None if it does
-    not parse: a cell of IPython, such as the setup cell's ``%pip``, binds
-    nothing the grader stands in for)."""
+    """Every name a cell's top-level statements bind in the notebook's namespace,
+    inside them too (a loop's variable, a ``case`` pattern's), with the
+    functions and classes it defines, sorted (None if it does not parse: a cell
+    of IPython, such as the setup cell's ``%pip``, binds nothing the grader
+    stands in for). Not a function's, a class's, a lambda's or a
+    comprehension's own variables, which a kernel never sees: the given
+    ``self_attention``'s ``B, N, D`` bound as stand-ins made an honest
+    ``f"D = {D}"`` in a branch never taken read as the course package (the
+    sixty-second red team)."""
     tree = _parsed(source)
     if tree is None:
         return None
-    names = set()
-    for statement in tree.body:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
-        if isinstance(statement, ast.FunctionDef | ast.ClassDef):
-            names.add(statement.name)
+    names: set[str] = set()
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    comprehensions = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if isinstance(node, scopes):
+            continue  # its body binds its own names, not the notebook's
+        if isinstance(node, comprehensions):
+            # only := inside binds outside (PEP 572); the loop variables do not
+            names.update(
+                sub.target.id
+                for sub in ast.walk(node)
+                if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name)
+            )
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar):  # not except's "as":
+            # Python deletes that name at the end of its clause
+            if node.name:
+                names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        stack.extend(ast.iter_child_nodes(node))
     return sorted(names)
 
 

@@ -379,16 +379,38 @@ def learner_cells(
     ]
 
 
+def _test_cell_index(notebook: nbformat.NotebookNode, grade_id: str) -> int:
+    """Where the cell ``grade_id`` is (the end when the submission lacks it)."""
+    cells = notebook.cells
+    return next(
+        (i for i, c in enumerate(cells) if _nbgrader(c).get("grade_id") == grade_id),
+        len(cells),
+    )
+
+
+def _given_cell_index(notebook: nbformat.NotebookNode) -> int | None:
+    """Where the chapter's locked "given" cell is (nbgrader id ``given_...``):
+    the grader runs the package's text of it there. None when it is missing, or
+    not locked (an unlocked one is the learner's own code, and runs as such)."""
+    for index, cell in enumerate(notebook.cells):
+        grade_id = _nbgrader(cell).get("grade_id")
+        if (
+            isinstance(grade_id, str)
+            and grade_id.startswith("given_")
+            and cell.get("cell_type") == "code"
+            and _is_locked(cell)
+        ):
+            return index
+    return None
+
+
 def cells_above(
     notebook: nbformat.NotebookNode, grade_id: str
 ) -> list[tuple[int, str]]:
     """The learner's code cells above the cell ``grade_id`` (all of them when the
     submission lacks it): what a notebook run from the top had run before it."""
     cells = notebook.cells
-    stop = next(
-        (i for i, c in enumerate(cells) if _nbgrader(c).get("grade_id") == grade_id),
-        len(cells),
-    )
+    stop = _test_cell_index(notebook, grade_id)
     return [
         (index, _source(cell))
         for index, cell in enumerate(cells[:stop])
@@ -630,13 +652,25 @@ def _grade_exercises(
     """Grade exercises (and instructors' test cells) in one sandbox; see the
     module docstring. ``given``: the chapter's given code (its module's
     ``GIVEN``, the text of a locked cell such as chapter 4's self_attention),
-    run after the preamble as the notebook runs that cell."""
+    run where the notebook has that cell, as a kernel runs it: after the
+    learner's cells above it, so that it replaces a function of the same name
+    defined there (the sixty-second red team: a learner's own chapter 3
+    self_attention, pasted higher up, won in the grader and lost in the
+    kernel); right after the preamble where the submission lacks the cell."""
     final: dict[str, ExerciseGrade] = {}
     pending: dict[str, dict] = {}
     names = cell_names(notebook)  # parsed once, in a child with a deadline
-    # the given cell is locked (so bound to the stand-in above): its own text,
-    # from the package, comes last and wins, as the cell does in a kernel
-    preamble = PREAMBLE + locked_bindings(notebook, names) + given
+    preamble = PREAMBLE + locked_bindings(notebook, names)
+    given_at = _given_cell_index(notebook) if given else None
+    if given and given_at is None:
+        preamble += given
+
+    def with_given(cells: list[tuple[int, str]], below: int) -> list[tuple[int, str]]:
+        """``cells`` with the given code at its cell's place, if above ``below``."""
+        if given_at is None or given_at >= below:
+            return cells
+        return sorted([*cells, (given_at, given)], key=lambda cell: cell[0])
+
     # Grading again without a cell that hung costs time: only within this budget
     # (a notebook of slow cells cannot keep the grader busy for many rounds).
     started = time.monotonic()
@@ -652,9 +686,10 @@ def _grade_exercises(
     )
     for exercise in exercises:
         if isinstance(exercise, InstructorTest):
+            above = cells_above(notebook, exercise.key)
             pending[exercise.key] = {
                 "exercise": exercise,
-                "cells": cells_above(notebook, exercise.key),
+                "cells": with_given(above, _test_cell_index(notebook, exercise.key)),
                 "defining": set(),
                 "left_out": [],
                 "cases": [],
@@ -682,9 +717,12 @@ def _grade_exercises(
                 exercise, screened_out(exercise, cases, finding)
             )
             continue
+        check_at = _check_cell_index(notebook.cells, exercise)
         pending[exercise.key] = {
             "exercise": exercise,
-            "cells": cells,
+            "cells": with_given(
+                cells, len(notebook.cells) if check_at is None else check_at
+            ),
             "defining": defining,
             "left_out": [],
             "cases": [check.cases() for check in exercise.checks],
