@@ -24,10 +24,9 @@ from pathlib import Path
 
 import pytest
 from book_helpers import ROOT, build_book
+from work_order import BOOK_FILES, put_the_slowest_first
 
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-# Test files that use the built book: one unit of work for pytest-xdist.
-BOOK_FILES = ("tests/test_book.py", "tests/test_browser.py")
 
 
 def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -131,15 +130,16 @@ except ImportError:  # pragma: no cover - pytest-xdist is in requirements.txt
 else:
 
     class BookFilesTogether(LoadFileScheduling):
-        """``--dist loadfile``, with the files that use the built book as one."""
+        """``--dist loadfile``, with the files that use the built book as one,
+        handed out first, then the slowest files (:data:`SLOW_FILES`), longest
+        first, then the rest as pytest-xdist orders them."""
 
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return BOOK_FILES[0] if scope in BOOK_FILES else scope
 
         def _assign_work_unit(self, node) -> None:
-            if BOOK_FILES[0] in self.workqueue:  # the build starts at once
-                self.workqueue.move_to_end(BOOK_FILES[0], last=False)
+            put_the_slowest_first(self.workqueue)
             super()._assign_work_unit(node)
 
     @pytest.hookimpl(optionalhook=True)  # fine under -p no:xdist too

@@ -1226,6 +1226,7 @@ def test_an_honest_answer_passes_the_loud_twins(number, key):
     Loud twins now reach a few hundred (x by √300); measured over 1,000 runs in
     the closing note, here 40."""
     from exercise_helpers import (
+        given_cells,
         namespace_from,
         read_source,
         solution_cells,
@@ -1235,7 +1236,8 @@ def test_an_honest_answer_passes_the_loud_twins(number, key):
     from transformer_course.exercises import chapter, core
 
     exercise = chapter(number).exercises[key]
-    sources = solution_cells(read_source(number)).values()
+    source = read_source(number)
+    sources = [*given_cells(source), *solution_cells(source).values()]
     function = namespace_from([without_markers(s) for s in sources])[exercise.function]
     (unseen,) = [c for c in exercise.checks if c.kind == core.UNSEEN]
     for seed in range(40):
