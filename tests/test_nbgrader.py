@@ -314,6 +314,11 @@ def test_a_class_graded_as_the_readme_says(course):
     for student in ("trudy", "oscar"):
         assert {r["status"] for r in rows if r["student"] == student} == {"refused"}
     assert float(by["alice", "build_char_vocab"]["max_points"]) == 6
+    # a second download graded in place of the notebook: named in the CSV too
+    assert {r["graded_file"] for r in rows if r["student"] == "mia"} == {
+        "01_tokens (1).ipynb"
+    }
+    assert {r["graded_file"] for r in rows if r["student"] == "alice"} == {""}
 
     # the per-exercise summary: in the console and as a file
     summary = list(csv.DictReader((course / "ch01_summary.csv").open()))
@@ -892,3 +897,33 @@ def test_no_stale_points_warning_for_students_without_a_submission(tmp_path):
     assert "patchify: 4 -> 6" in said
     assert gradebook.stale_points_warning(tmp_path, "ch01", now, {"ann"}) == said
     assert gradebook.stale_points_warning(tmp_path, "ch01", now, set()) == ""
+
+
+def test_the_summary_counts_what_was_not_attempted_by_its_status():
+    """An instructor round: an own test cell of a function left as its stub was
+    summarised by its hint, "the test cell raised NotImplementedError (...)"."""
+    from transformer_course.grading import gradebook
+
+    def record(student, status, hint):
+        row = dict.fromkeys(gradebook.CSV_FIELDS, "")
+        return row | {
+            "student": student,
+            "notebook": "01_tokens",
+            "exercise": "test_double",
+            "points": 0.0,
+            "max_points": 2.0,
+            "status": status,
+            "hint": hint,
+        }
+
+    stub = "the test cell raised NotImplementedError (line 1 of the test cell)"
+    records = [
+        record("ann", "not attempted", stub),
+        record("ben", "not attempted", stub),
+        record("cat", "failed", "the test cell raised AssertionError: not double"),
+    ]
+    (row,) = gradebook.summary(records)
+    assert row["common_hints"] == [
+        ("not attempted", 2),
+        ("the test cell raised AssertionError: not double", 1),
+    ]

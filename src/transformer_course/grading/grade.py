@@ -10,9 +10,10 @@ How a submission is graded, exercise by exercise:
    cell, solutions in new cells below the stub (the last definition wins),
    earlier solutions the exercise builds on, helper and import cells. Locked
    cells (checks, quizzes) are not run; a chapter's given code (chapter 4's
-   ``self_attention``) comes from its checks' module (``GIVEN``). A cell that
-   hangs or crashes and does not define this exercise's function is left out
-   and the exercise graded again.
+   ``self_attention``) runs where its locked cell is, its text from its checks'
+   module (``GIVEN``), not from the submission. A cell that hangs or crashes
+   and does not define this exercise's function is left out and the exercise
+   graded again.
 3. The sandbox calls the function on the cases exactly as the notebook's check
    does (:func:`transformer_course.exercises.runner.call_cases`) and saves plain
    outcomes in a strict format (JSON and raw tensor bytes, no pickle); the

@@ -100,6 +100,10 @@ class ClassRow:
     hint: str
     seconds_late: float = 0.0
     late_penalty: float = 0.0  # nbgrader's, for the whole notebook
+    #: the file graded when it was not ``<notebook>.ipynb`` (a browser's second
+    #: download, "01_tokens (1).ipynb"), else "": said in the log, the feedback
+    #: and grades.txt, and here, where an instructor's spreadsheet sees it
+    graded_file: str = ""
 
 
 CSV_FIELDS = [f.name for f in fields(ClassRow)]
@@ -609,7 +613,10 @@ class _NotebookJob:
                 else ""
             )
         )
-        return [self._row(e, result.chapter, late, penalty) for e in result.exercises]
+        rows = [self._row(e, result.chapter, late, penalty) for e in result.exercises]
+        for row in rows:
+            row.graded_file = path.name if note else ""
+        return rows
 
     # --- finding the student's notebook ------------------------------------
 
@@ -1366,10 +1373,18 @@ WHOLE_NOTEBOOK = (
 )
 
 
+#: Statuses counted by their name in the summary, not by their hint: a whole
+#: notebook's, and "not attempted" (an instructor's test of a function left as
+#: its stub says "the test cell raised NotImplementedError (...)": the same
+#: thing, in other words, for each student).
+BY_STATUS = (*WHOLE_NOTEBOOK, "not attempted")
+
+
 def summary(records: list[dict], hints: int = 3) -> list[dict]:
     """Per exercise (in order of first appearance): the class mean, how many
     students got full marks, and the most common hints with their counts (a
-    notebook missing, refused or unreadable counts by its status)."""
+    notebook missing, refused or unreadable, or an exercise not attempted,
+    counts by its status)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for record in records:
         key = (str(record["notebook"]), str(record["exercise"]))
@@ -1381,7 +1396,7 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
         common = collections.Counter(
             str(
                 r["status"]
-                if r["status"] in WHOLE_NOTEBOOK
+                if r["status"] in BY_STATUS
                 else r["hint"] or r["status"]
             )
             for r in group
