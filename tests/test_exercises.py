@@ -1,6 +1,7 @@
 """The exercise machinery: check engine, chapter-1 checks, widgets (headless)."""
 
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -988,8 +989,8 @@ def test_a_check_says_when_the_latest_cell_did_not_define_the_function():
 
 @pytest.mark.parametrize(
     "body",
-    ["    p = (x - x.amax(-1, keepdim=True)).exp()\n", "    yield x\n"],
-    ids=["no return", "a generator"],
+    ["    p = (x - x.amax(-1, keepdim=True)).exp()\n", "    yield x\n", "async"],
+    ids=["no return", "a generator", "a coroutine"],
 )
 def test_a_function_that_returns_nothing_shows_no_property(body):
     """A learner round in JupyterLab: a softmax with no return statement, and one
@@ -999,8 +1000,14 @@ def test_a_function_that_returns_nothing_shows_no_property(body):
     from transformer_course.exercises import chapter, core
 
     exercise = chapter(2).exercises["stable_softmax"]
-    function = namespace_from([f"def stable_softmax(x):\n{body}"])["stable_softmax"]
-    report = core.run_exercise(exercise, function)
+    if body == "async":
+        source = "async def stable_softmax(x):\n    return x.softmax(-1)\n"
+    else:
+        source = f"def stable_softmax(x):\n{body}"
+    function = namespace_from([source])["stable_softmax"]
+    with warnings.catch_warnings():  # "coroutine ... was never awaited"
+        warnings.simplefilter("ignore", RuntimeWarning)
+        report = core.run_exercise(exercise, function)
     assert report.score == 0
     assert not any(result.passed for result in report.results), report
 

@@ -3399,3 +3399,83 @@ def test_an_undefined_annotation_stops_the_cell_in_the_grader_too(tmp_path):
         only=["stable_softmax"],
     )
     assert result.exercises[0].status == "passed", result.exercises[0]
+
+
+# --- the sixty-third red team -------------------------------------------------------
+
+
+@needs_bwrap
+def test_an_instructors_test_binds_its_names_for_the_exercises_below_it(tmp_path):
+    """An instructor's own test cell, ``import numpy as np`` and an assert, above
+    embed_one_hot, whose answer uses np without importing it: 2 / 2 in a kernel
+    and in nbgrader (which run the locked cell), 0 / 2 in the grader, which ran
+    no locked cell, with a hint that blamed the student for a cell not run."""
+    from transformer_course.grading.grade import InstructorTest
+
+    test = "import numpy as np\nassert merge_pair([1, 2, 3], (1, 2), 9) == [9, 3]\n"
+    uses_np = (
+        "def embed_one_hot(ids, table):\n"
+        "    width = int(np.int64(table.shape[0]))\n"
+        "    return F.one_hot(ids, num_classes=width).to(table.dtype) @ table\n"
+    )
+
+    def add_test(notebook):
+        cell = nbformat.v4.new_code_cell(test)
+        cell.metadata["nbgrader"] = {
+            "grade": True,
+            "grade_id": "my_test",
+            "locked": True,
+            "points": 1,
+            "schema_version": 3,
+            "solution": False,
+            "task": False,
+        }
+        at = next(
+            i
+            for i, c in enumerate(notebook.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == "check_merge_pair"
+        )
+        notebook.cells.insert(at + 1, cell)
+
+    notebook = submission({"embed_one_hot": uses_np}, edit=add_test)
+    result = grade_notebook(
+        write(tmp_path, notebook),
+        only=["embed_one_hot"],
+        tests=[InstructorTest("my_test", test, 1.0)],
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["embed_one_hot"].status == "passed", graded["embed_one_hot"]
+    assert graded["my_test"].status == "passed", graded["my_test"]
+    # a failing test above is its own grade's business, not the exercise's
+    failing = test.replace("[9, 3]", "[3, 9]")
+    result = grade_notebook(
+        write(tmp_path, notebook),
+        only=["embed_one_hot"],
+        tests=[InstructorTest("my_test", failing, 1.0)],
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["embed_one_hot"].status == "passed", graded["embed_one_hot"]
+    assert graded["my_test"].status == "failed", graded["my_test"]
+
+
+@needs_bwrap
+def test_a_cell_is_parsed_with_the_kernels_future_flags(tmp_path):
+    """``from __future__ import barry_as_FLUFL`` makes ``!=`` a syntax error in a
+    kernel; a comment naming ``tc.`` sent the cell to the statement-at-a-time
+    runner, which parsed it without the flag: 3 / 3 in the grader, where the
+    kernel never defined merge_pair."""
+    merge = reference("merge_pair")
+    same = "(ids[i], ids[i + 1]) == tuple(pair)"
+    assert same in merge
+    flagged = "# compare with tc.merge_pair in the notebook\n" + merge.replace(
+        same, "not (ids[i], ids[i + 1]) != tuple(pair)"
+    )
+
+    def barry(notebook):
+        insert_after(notebook, "setup", "from __future__ import barry_as_FLUFL\n")
+
+    notebook = submission({"merge_pair": flagged}, edit=barry)
+    result = grade_notebook(write(tmp_path, notebook), only=["merge_pair"])
+    (graded,) = result.exercises
+    assert graded.status == "syntax error", graded
+    assert graded.points == 0

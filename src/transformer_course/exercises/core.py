@@ -843,6 +843,8 @@ NOTHING_RETURNED = {
     "statement missing?): this is checked once it returns results.",
     "generator": "Your function is a generator (it uses yield), so its body never "
     "ran: return the result instead; this is checked once it returns results.",
+    "coroutine": "Your function is a coroutine (async def), so its body never ran: "
+    "write it with def; this is checked once it returns results.",
 }
 
 

@@ -3324,8 +3324,17 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
         return run(source)
     transform = getattr(run, "transform", None)  # magics as IPython calls
     python = source if transform is None else transform(source)
-    try:
-        tree = ast.parse(python)
+    try:  # parsed as the kernel parses it: its __future__ flags (barry_as_FLUFL
+        # makes != a syntax error) and not this module's (the sixty-third red team)
+        tree = compile(
+            python,
+            "<cell>",
+            "exec",
+            flags=ast.PyCF_ONLY_AST
+            | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            | _future_flags(run),
+            dont_inherit=True,
+        )
     except SyntaxError:  # the cell as a whole, for the kernel's own message
         return run(source)
     # its lines kept as a kernel keeps a cell's, for the line of an error

@@ -105,6 +105,16 @@ ex = chapter  # in a learner's cell is passed over, as the package's calls are
 """
 
 
+#: An instructor's test cell as it runs above a later exercise: its names and
+#: imports bound, its errors (a failed assert) left to its own grade.
+QUIET_TEST = (
+    "try:\n"
+    '    exec(compile({source!r}, "<instructor\'s test>", "exec"), globals())\n'
+    "except Exception:\n"
+    "    pass\n"
+)
+
+
 def locked_bindings(
     notebook: nbformat.NotebookNode,
     names: dict[tuple[str, int], frozenset[str] | None] | None = None,
@@ -665,12 +675,23 @@ def _grade_exercises(
     given_at = _given_cell_index(notebook) if given else None
     if given and given_at is None:
         preamble += given
+    # locked cells a kernel runs on the way down, their text from the package or
+    # the instructor, never from the submission: the given cell, and each
+    # instructor's test above an exercise (its imports and names hold below it,
+    # as in a kernel and in nbgrader; its failures are its own, so they pass
+    # quietly here: the sixty-third red team's "import numpy as np" in a test
+    # left a later answer using np with 0 points in the grader alone)
+    placed = [] if given_at is None else [(given_at, given)]
+    for test in exercises:
+        if isinstance(test, InstructorTest):
+            at = _test_cell_index(notebook, test.key)
+            if at < len(notebook.cells):
+                placed.append((at, QUIET_TEST.format(source=test.source)))
 
     def with_given(cells: list[tuple[int, str]], below: int) -> list[tuple[int, str]]:
-        """``cells`` with the given code at its cell's place, if above ``below``."""
-        if given_at is None or given_at >= below:
-            return cells
-        return sorted([*cells, (given_at, given)], key=lambda cell: cell[0])
+        """``cells`` with the locked cells above ``below`` at their places."""
+        above = [cell for cell in placed if cell[0] < below]
+        return sorted([*cells, *above], key=lambda cell: cell[0]) if above else cells
 
     # Grading again without a cell that hung costs time: only within this budget
     # (a notebook of slow cells cannot keep the grader busy for many rounds).

@@ -1394,11 +1394,7 @@ def summary(records: list[dict], hints: int = 3) -> list[dict]:
         points = [float(r["points"]) for r in group]
         maximum = max(float(r["max_points"]) for r in group)
         common = collections.Counter(
-            str(
-                r["status"]
-                if r["status"] in BY_STATUS
-                else r["hint"] or r["status"]
-            )
+            str(r["status"] if r["status"] in BY_STATUS else r["hint"] or r["status"])
             for r in group
             if float(r["points"]) < maximum
             and (r["hint"] or r["status"])
