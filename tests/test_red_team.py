@@ -3479,3 +3479,129 @@ def test_a_cell_is_parsed_with_the_kernels_future_flags(tmp_path):
     (graded,) = result.exercises
     assert graded.status == "syntax error", graded
     assert graded.points == 0
+
+
+# --- the sixty-fourth red team --------------------------------------------------------
+
+
+def _with_own_test(test: str, after: str = "check_merge_pair", copies: int = 1):
+    """An edit that puts an instructor's locked test cell (grade_id my_test), and
+    ``copies - 1`` pasted copies of it, after the cell ``after``."""
+
+    def edit(notebook):
+        at = next(
+            i
+            for i, c in enumerate(notebook.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == after
+        )
+        for _ in range(copies):
+            cell = nbformat.v4.new_code_cell(test)
+            cell.metadata["nbgrader"] = {
+                "grade": True,
+                "grade_id": "my_test",
+                "locked": True,
+                "points": 1,
+                "schema_version": 3,
+                "solution": False,
+                "task": False,
+            }
+            notebook.cells.insert(at + 1, cell)
+
+    return edit
+
+
+@needs_bwrap
+def test_a_locked_cell_runs_with_the_runners_own_exec_and_future_flags(tmp_path):
+    """The instructor's test ran above later exercises as text in the learner's
+    namespace, calling the learner's ``compile`` (an honest ``compile = False``
+    bound nothing below it: patchify 4 in a kernel, 0 in the grader); its
+    ``from __future__ import annotations`` did not hold below it; and its own
+    job compiled it with the runner's flags (``Sequence`` never imported: a
+    NameError in a kernel, passed in the grader)."""
+    from transformer_course.grading.grade import InstructorTest
+
+    uses_np = (
+        "def patchify(images, patch_size):\n"
+        "    B, C, H, W = images.shape\n"
+        "    p = int(np.int64(patch_size))\n"
+        "    if H % p or W % p:\n"
+        "        raise ValueError(f'{H}x{W} is not a multiple of {p}')\n"
+        "    x = images.unfold(2, p, p).unfold(3, p, p)  # (B, C, H/p, W/p, p, p)\n"
+        "    x = x.permute(0, 2, 3, 1, 4, 5)  # (B, H/p, W/p, C, p, p)\n"
+        "    return x.reshape(B, (H // p) * (W // p), C * p * p)\n"
+    )
+    test = "from __future__ import annotations\nimport numpy as np\n"
+
+    def edit(notebook):
+        insert_after(
+            notebook, "setup", "compile = False  # torch.compile: off on a CPU\n"
+        )
+        _with_own_test(test)(notebook)
+
+    annotated = uses_np.replace("(images, patch_size)", "(images: Tensor, patch_size)")
+    notebook = submission({"patchify": annotated}, edit=edit)
+    graded = {
+        e.key: e
+        for e in grade_notebook(
+            write(tmp_path, notebook),
+            only=["patchify"],
+            tests=[InstructorTest("my_test", test, 1.0)],
+        ).exercises
+    }
+    assert graded["patchify"].status == "passed", graded["patchify"]
+    # the test's own job: the kernel's flags, not the runner's
+    unimported = "expected: Sequence[int] = [9, 3]\n"
+    notebook = submission(edit=_with_own_test(unimported))
+    graded = {
+        e.key: e
+        for e in grade_notebook(
+            write(tmp_path, notebook),
+            only=["merge_pair"],
+            tests=[InstructorTest("my_test", unimported, 1.0)],
+        ).exercises
+    }
+    assert graded["my_test"].points == 0, graded["my_test"]
+    assert "name 'Sequence' is not defined" in graded["my_test"].hint
+
+
+@needs_bwrap
+def test_a_pasted_copy_of_a_locked_cell_runs_where_it_stands(tmp_path):
+    """A copy of chapter 4's locked given cell, pasted under a draft of the
+    learner's own self_attention, runs in a kernel (16 / 16) and did not in the
+    grader (9 / 16); and the time of an instructor's tests above an exercise
+    counted against the learner's limit for its cells."""
+    from transformer_course.exercises.ch04 import EXERCISES
+    from transformer_course.grading.grade import InstructorTest
+
+    def draft_then_copy(notebook):
+        at = next(
+            i
+            for i, c in enumerate(notebook.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == "given_self_attention"
+        )
+        copy = nbformat.from_dict(dict(notebook.cells[at]))
+        copy["id"] = "pasted-copy"  # JupyterLab gives a pasted cell an id of its own
+        draft = (
+            "def self_attention(h, params, n_heads):\n    return torch.zeros_like(h)\n"
+        )
+        notebook.cells[at + 1 : at + 1] = [nbformat.v4.new_code_cell(draft), copy]
+
+    path = write(
+        tmp_path, submission(edit=draft_then_copy, chapter=4), "04_block.ipynb"
+    )
+    keys = ["pre_norm_block", "post_norm_block"]
+    graded = {e.key: e for e in grade_notebook(path, only=keys).exercises}
+    for key in keys:
+        assert graded[key].points == EXERCISES[key].points, graded[key]
+    # five pasted copies of a 1.5 s test above patchify: 7.5 s, past the
+    # 4 x 1.6 s the learner's cells may take, and the instructor's time
+    slow = "import time\ntime.sleep(1.5)\n"
+    notebook = submission(edit=_with_own_test(slow, "check_embed_one_hot", copies=5))
+    result = grade_notebook(
+        write(tmp_path, notebook),
+        only=["patchify"],
+        tests=[InstructorTest("my_test", slow, 1.0)],
+        timeout=1.6,
+    )
+    graded = {e.key: e for e in result.exercises}
+    assert graded["patchify"].status == "passed", graded["patchify"]

@@ -3594,6 +3594,36 @@ def _identity(fd: int) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
+#: A job's cell ``[index, source, LOCKED]``: a locked cell's text as the grader
+#: has it (chapter 4's given code, an instructor's test above the exercise),
+#: never the submission's; run as a kernel runs it on the way down.
+LOCKED = "locked"
+_LOCKED_FILE = "<locked cell>"
+
+
+def _compiled(run, source: str, filename: str):
+    """``source`` compiled with the kernel's __future__ flags (a learner's
+    ``from __future__ import ...`` above), not this module's, with the runner's
+    own compile, which no cell can replace; a __future__ import in ``source``
+    holds for the cells after it, as in a kernel (the sixty-fourth red team)."""
+    code = _COMPILE(source, filename, "exec", _future_flags(run), True)
+    _keep_future_flags(run, code)
+    return code
+
+
+def _run_locked_cell(run, namespace: dict, source: str) -> None:
+    """A locked cell's text, run with the runner's own exec and compile (a
+    learner's ``compile = False`` or ``from re import compile`` is no
+    matter): what it binds and imports holds below it, as in a kernel; what
+    it raises (a failed assert of an instructor's test) is its own grade's,
+    not the exercise's (the sixty-third and sixty-fourth red teams)."""
+    # try/except, not contextlib.suppress, which a cell can replace
+    try:  # noqa: SIM105
+        _EXEC(_compiled(run, source, _LOCKED_FILE), namespace)
+    except BaseException:  # its failures: the test's own job says them
+        pass
+
+
 def _child(
     plan: dict, job: dict, work: Path, progress_fd: int, cases_fd: int, result_fd: int
 ) -> int:
@@ -3626,8 +3656,11 @@ def _child(
     progress.write("preamble\n")
     preamble_error = run(preamble)
     errors, skipped = [], set()
-    for index, source in cells:
+    for index, source, *kind in cells:
         progress.write(f"cell {index}\n")
+        if kind == [LOCKED]:  # the grader's own text of a locked cell
+            _run_locked_cell(run, namespace, source)
+            continue
         error = _run_cell(run, namespace, source, skipped)
         if error is not None:
             errors.append([index, error[:300]])
@@ -3647,8 +3680,8 @@ def _child(
             # a forged verdict (the fourteenth red team): not run, no points
             test_error = f"RuntimeError: a cell left {hooked} set: the test was not run"
         else:
-            try:
-                _EXEC(_COMPILE(test, _TEST_FILE, "exec"), namespace)
+            try:  # with the kernel's __future__ flags, not this module's
+                _EXEC(_compiled(run, test, _TEST_FILE), namespace)
                 test_error = None
             except BaseException as err:
                 test_error = f"{type(err).__name__}: {_message(err)}".rstrip(
@@ -3779,7 +3812,12 @@ def _run_job(plan: dict, number: int, job: dict, source: int, report_fd: int) ->
     # The stages a job goes through, in order. The child writes each one as it
     # starts it, and each resets the stage's clock; a line out of this order was
     # written by a cell, and the job scores nothing. The whole job has a cap.
-    stages = ["preamble", *(f"cell {i}" for i, _ in job["cells"]), "call", "done"]
+    stages = ["preamble", *(f"cell {cell[0]}" for cell in job["cells"]), "call", "done"]
+    # a locked cell's time (an instructor's test above the exercise) is the
+    # instructor's: each adds one --timeout to the job's limit
+    job_limit = plan["job_limit"] + plan["timeout"] * sum(
+        1 for cell in job["cells"] if cell[2:] == [LOCKED]
+    )
     reached, started = -1, time.monotonic()
     job_started, pending, progress = started, b"", bytearray()
     result, tampered = bytearray(), ""
@@ -3834,11 +3872,11 @@ def _run_job(plan: dict, number: int, job: dict, source: int, report_fd: int) ->
             status = "timeout"
             detail = f"ran for more than {plan['timeout']:g} s"
             break
-        if now - job_started > plan["job_limit"]:
+        if now - job_started > job_limit:
             status = "overtime"
             detail = (
                 f"the exercise's cells and checks took more than "
-                f"{plan['job_limit']:g} s in all: make the slow cells faster"
+                f"{job_limit:g} s in all: make the slow cells faster"
             )
             break
         sending = [cases_write] if to_send else []

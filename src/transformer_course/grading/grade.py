@@ -64,7 +64,7 @@ from ..exercises.core import (
     report_from_outcomes,
     screened_out,
 )
-from ..exercises.runner import to_plain
+from ..exercises.runner import LOCKED, to_plain
 from .cell_names import read_cell_names
 from .sandbox import JOB_STAGES, STARTUP_SECONDS, Sandbox, SandboxUnavailable
 
@@ -103,16 +103,6 @@ device = torch.device("cpu")
 from transformer_course.exercises import chapter  # stand-ins too: ex.check(...)
 ex = chapter  # in a learner's cell is passed over, as the package's calls are
 """
-
-
-#: An instructor's test cell as it runs above a later exercise: its names and
-#: imports bound, its errors (a failed assert) left to its own grade.
-QUIET_TEST = (
-    "try:\n"
-    '    exec(compile({source!r}, "<instructor\'s test>", "exec"), globals())\n'
-    "except Exception:\n"
-    "    pass\n"
-)
 
 
 def locked_bindings(
@@ -399,20 +389,25 @@ def _test_cell_index(notebook: nbformat.NotebookNode, grade_id: str) -> int:
     )
 
 
-def _given_cell_index(notebook: nbformat.NotebookNode) -> int | None:
-    """Where the chapter's locked "given" cell is (nbgrader id ``given_...``):
-    the grader runs the package's text of it there. None when it is missing, or
-    not locked (an unlocked one is the learner's own code, and runs as such)."""
+def _locked_cell_indices(
+    notebook: nbformat.NotebookNode, grade_id: str, prefix: bool = True
+) -> list[int]:
+    """Where the locked code cells with this nbgrader id are (``prefix``: ids
+    that start with it, as the chapter's "given" cells' ``given_...``): the
+    grader runs its own text of them there. None where such a cell is missing
+    or not locked (an unlocked one is the learner's own code, and runs as
+    such)."""
+    found = []
     for index, cell in enumerate(notebook.cells):
-        grade_id = _nbgrader(cell).get("grade_id")
+        cell_id = _nbgrader(cell).get("grade_id")
         if (
-            isinstance(grade_id, str)
-            and grade_id.startswith("given_")
+            isinstance(cell_id, str)
+            and (cell_id.startswith(grade_id) if prefix else cell_id == grade_id)
             and cell.get("cell_type") == "code"
             and _is_locked(cell)
         ):
-            return index
-    return None
+            found.append(index)
+    return found
 
 
 def cells_above(
@@ -672,23 +667,26 @@ def _grade_exercises(
     pending: dict[str, dict] = {}
     names = cell_names(notebook)  # parsed once, in a child with a deadline
     preamble = PREAMBLE + locked_bindings(notebook, names)
-    given_at = _given_cell_index(notebook) if given else None
-    if given and given_at is None:
-        preamble += given
     # locked cells a kernel runs on the way down, their text from the package or
-    # the instructor, never from the submission: the given cell, and each
-    # instructor's test above an exercise (its imports and names hold below it,
-    # as in a kernel and in nbgrader; its failures are its own, so they pass
-    # quietly here: the sixty-third red team's "import numpy as np" in a test
-    # left a later answer using np with 0 points in the grader alone)
-    placed = [] if given_at is None else [(given_at, given)]
+    # the instructor, never from the submission, at every cell that carries
+    # their id (a pasted copy runs in a kernel too): the given cell, and each
+    # instructor's test above an exercise, whose imports and names hold below
+    # it, as in a kernel and in nbgrader, and whose failures are its own (the
+    # sixty-third red team's "import numpy as np" in a test left a later
+    # answer using np with 0 points in the grader alone). The runner runs them
+    # with its own exec and compile (runner.LOCKED).
+    given_at = _locked_cell_indices(notebook, "given_") if given else []
+    if given and not given_at:
+        preamble += given
+    placed = [(at, given, LOCKED) for at in given_at]
     for test in exercises:
         if isinstance(test, InstructorTest):
-            at = _test_cell_index(notebook, test.key)
-            if at < len(notebook.cells):
-                placed.append((at, QUIET_TEST.format(source=test.source)))
+            placed += [
+                (at, test.source, LOCKED)
+                for at in _locked_cell_indices(notebook, test.key, prefix=False)
+            ]
 
-    def with_given(cells: list[tuple[int, str]], below: int) -> list[tuple[int, str]]:
+    def with_given(cells: list[tuple], below: int) -> list[tuple]:
         """``cells`` with the locked cells above ``below`` at their places."""
         above = [cell for cell in placed if cell[0] < below]
         return sorted([*cells, *above], key=lambda cell: cell[0]) if above else cells
@@ -697,6 +695,7 @@ def _grade_exercises(
     # (a notebook of slow cells cannot keep the grader busy for many rounds).
     started = time.monotonic()
     budget = STARTUP_SECONDS + timeout * JOB_STAGES * len(exercises)
+    budget += timeout * len(placed) * len(exercises)  # the locked cells' time
     findings = screen_apart(
         {
             exercise.key: [
@@ -782,7 +781,7 @@ def _grade_exercises(
                 job["left_out"].append(
                     f"cell {stage[1] + 1} was left out ({result.status})"
                 )
-                job["cells"] = [(i, src) for i, src in job["cells"] if i != stage[1]]
+                job["cells"] = [cell for cell in job["cells"] if cell[0] != stage[1]]
                 job["last"] = result  # it ran: whatever follows, not "not graded"
                 continue
             final[key] = _verdict(job["exercise"], job, result)
