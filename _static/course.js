@@ -43,3 +43,21 @@ document.addEventListener("DOMContentLoaded", () => {
     }
   }
 });
+
+// Code that scrolls sideways fades at each edge that has more beyond it (a
+// reader on a phone: code lines simply stopped at the screen's edge). The
+// shadows course.css gives outputs need the box's own background, which code
+// boxes do not share with the page.
+document.addEventListener("DOMContentLoaded", () => {
+  const boxes = document.querySelectorAll("div.highlight pre");
+  const mark = (box) => {
+    const more = box.scrollWidth - box.clientWidth;
+    box.classList.toggle("tc-more-left", more > 1 && box.scrollLeft > 1);
+    box.classList.toggle("tc-more-right", more > 1 && box.scrollLeft < more - 1);
+  };
+  for (const box of boxes) {
+    mark(box);
+    box.addEventListener("scroll", () => mark(box), { passive: true });
+  }
+  window.addEventListener("resize", () => boxes.forEach(mark));
+});

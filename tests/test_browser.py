@@ -396,7 +396,8 @@ LAYOUT = """() => {
   const label = element => element.textContent.trim().replace(/\\s+/g, " ").slice(0, 60);
   const found = {equations: 0, clipped_equations: [], scrolled_equations: [],
                  double_numbers: [],
-                 code: 0, scrolled_code: [], clipped_code: [], tables: 0,
+                 code: 0, scrolled_code: [], clipped_code: [], uncued_code: [],
+                 tables: 0,
                  clipped_tables: [], wide_images: [], broken_names: [],
                  wide_inline_math: []};
   for (const math of article.querySelectorAll("mjx-container[display='true']")) {
@@ -421,6 +422,10 @@ LAYOUT = """() => {
       const input = Boolean(pre.closest(".cell_input"));
       (ownScrollBox(pre) ? found.scrolled_code : found.clipped_code).push(
         (input ? "code: " : "output: ") + longest.slice(0, 60));
+      // course.js fades the edge with more beyond it: at the start, the right
+      if (!pre.classList.contains("tc-more-right") && pre.scrollLeft === 0) {
+        found.uncued_code.push(longest.slice(0, 60));
+      }
     }
   }
   for (const table of article.querySelectorAll("table")) {
@@ -516,7 +521,8 @@ def layouts(browser, server):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_nothing_is_cut_off_at_any_width(layouts, width):
     """No equation, table, image or code line lost off the column's edge: each
-    fits, or scrolls inside its own box; one number per equation; no inline
+    fits, or scrolls inside its own box (code that scrolls fades at the edge
+    with more beyond it, a phone's only cue); one number per equation; no inline
     formula wider than the column; a name in a table broken only after a dot or
     an underscore or inside CamelCase; the page itself never scrolls sideways."""
     problems = {}
@@ -529,6 +535,7 @@ def test_nothing_is_cut_off_at_any_width(layouts, width):
                 "clipped_equations",
                 "double_numbers",
                 "clipped_code",
+                "uncued_code",
                 "clipped_tables",
                 "wide_images",
                 "broken_names",

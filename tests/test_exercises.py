@@ -33,10 +33,10 @@ def stubs():
 
 @pytest.fixture(autouse=True)
 def fresh_progress():
-    for kept in (widgets.PROGRESS, widgets.TRIES, widgets.LAST_ANSWER):
+    for kept in (widgets.PROGRESS, widgets.TRIES, widgets.WRONG_GIVEN):
         kept.clear()
     yield
-    for kept in (widgets.PROGRESS, widgets.TRIES, widgets.LAST_ANSWER):
+    for kept in (widgets.PROGRESS, widgets.TRIES, widgets.WRONG_GIVEN):
         kept.clear()
 
 
@@ -590,6 +590,10 @@ def test_progress_summarises_exercises_and_quizzes(solutions):
     shown = ex.progress().value
     assert f"Progress: 2 of {len(EXERCISES) + len(QUIZZES)} passed" in shown
     assert "Exercise 4: images into patch tokens" in shown
+    # every cell left-aligned in itself: JupyterLab right-aligns saved tables
+    cells = shown.count("<td")
+    assert cells == 3 * (len(EXERCISES) + len(QUIZZES))
+    assert shown.count('<td style="text-align: left"') == cells
 
 
 def test_a_progress_table_follows_the_checks_and_answers_after_it(

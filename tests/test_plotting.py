@@ -247,6 +247,14 @@ def test_loss_curves_draw_runs_and_reference_lines():
     assert ax.get_title()
     ax = tc.plotting.loss_curves({"ViT": history}, held_out="test")
     assert [line.get_label() for line in ax.get_lines()] == ["ViT: train", "ViT: test"]
+    # more evaluations: joined by a dotted line, nothing measured between them
+    history.val_steps, history.val_losses = [1, 4, 9], [2.9, 2.7, 2.2]
+    ax = tc.plotting.loss_curves({"pre-norm": history})
+    (validation,) = [
+        li for li in ax.get_lines() if li.get_label().endswith("validation")
+    ]
+    assert validation.get_linestyle() == ":"
+    assert validation.get_linewidth() > 0
 
 
 def test_loss_curves_name_bad_input():

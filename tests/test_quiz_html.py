@@ -202,7 +202,9 @@ def test_the_progress_table_shortens_long_quiz_titles_at_a_word():
 
     ex = chapter(2)
     table = ex.progress()._repr_mimebundle_()["text/html"]
-    cells = re.findall(r'<td title="([^"]*)">([^<]*)</td>', table)
+    cells = re.findall(
+        r'<td style="text-align: left" title="([^"]*)">([^<]*)</td>', table
+    )
     longest = max(ex.quizzes.values(), key=lambda q: len(q.question))
     assert len(longest.question) > 80  # the test needs a long one
     (shown,) = [
@@ -411,20 +413,19 @@ def test_a_rounded_answer_costs_no_try_in_the_notebook():
 
 
 def test_the_same_wrong_answer_twice_is_one_try():
-    """A JupyterLab learner round: the same wrong option submitted twice counted
-    as two tries."""
+    """JupyterLab learner rounds: the same wrong option submitted twice counted
+    as two tries, and so did one given again after another."""
     from transformer_course.exercises import chapter, widgets
 
     widgets.TRIES.pop("quiz_layout", None)
     widgets.PROGRESS.pop("quiz_layout", None)
-    widgets.LAST_ANSWER.pop("quiz_layout", None)
+    widgets.WRONG_GIVEN.pop("quiz_layout", None)
     box = chapter(1).quiz("quiz_layout")
-    for answer in ("(B, D, N)", "(B, D, N)", "(D, N)", "(B, N, D)"):
+    answers = ("(B, D, N)", "(B, D, N)", "(D, N)", "(B, D, N)", "(B, N, D)")
+    for answer, tries in zip(answers, (1, 1, 2, 2, 3), strict=True):
         box.control.value = answer
-        box.submit.click()
-        if answer == "(B, D, N)":
-            assert widgets.TRIES["quiz_layout"] == (1, False)
-    assert widgets.TRIES["quiz_layout"] == (3, False)
+        box.submit.click()  # a wrong answer given before is no new try
+        assert widgets.TRIES["quiz_layout"] == (tries, False), answer
     assert "on try 3" in box.feedback.value
     numbers = chapter(6).quiz("quiz_passes")
     widgets.TRIES.pop("quiz_passes", None)
@@ -435,6 +436,10 @@ def test_the_same_wrong_answer_twice_is_one_try():
     assert "on try 2" in numbers.feedback.value
     assert qh.SAME_AGAIN not in numbers.feedback.value
     numbers.control.value = "1"
-    numbers.submit.click()  # after passing: wrong, but the pass stays
+    numbers.submit.click()  # after passing: wrong, but the pass stays, and says so
+    assert "passed this quiz already (on try 2)" in html.unescape(
+        numbers.feedback.value
+    )
     numbers.submit.click()
-    assert qh.SAME_AGAIN in numbers.feedback.value
+    assert qh.SAME_AGAIN in html.unescape(numbers.feedback.value)
+    assert widgets.TRIES["quiz_passes"] == (2, False)

@@ -437,14 +437,17 @@ def loss_curves(
         ax.plot(steps, losses, color=colour, lw=1, alpha=0.8, label=f"{name}: train")
         if len(history.val_steps):
             # a line only through evaluations close enough to read as a curve:
-            # two points far apart (before and after training) are just points
+            # two points far apart (before and after training) are just points;
+            # dotted, since nothing was measured between them (a reader took a
+            # solid segment from 0 to 60 steps for a measured gap)
             ax.plot(
                 np.asarray(history.val_steps, dtype=float) + 1,  # updates made
                 history.val_losses,
                 color=colour,
                 marker="o",
                 ms=5 if len(history.val_steps) <= 2 else 4,
-                lw=0 if len(history.val_steps) <= 2 else 1.5,
+                lw=0 if len(history.val_steps) <= 2 else 1.2,
+                ls=":",
                 label=f"{name}: {held_out}",
             )
     reference_lines = [
@@ -472,7 +475,7 @@ def loss_curves(
     ]
     styles = [
         Line2D([], [], color="0.3", lw=1, label="train (thin line)"),
-        Line2D([], [], color="0.3", lw=1.5, marker="o", ms=4, label=held_out),
+        Line2D([], [], color="0.3", lw=1.2, ls=":", marker="o", ms=4, label=held_out),
     ]
     ax.legend(
         handles=runs + styles + reference_lines,

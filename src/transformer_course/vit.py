@@ -247,7 +247,7 @@ class ViT(nn.Module):
         expect_shape(features, "B L D", "features", L=self.config.n_tokens)
         if self.config.pool == "cls":
             return features[:, 0]  # (B, D): x_0's final representation
-        return features.mean(dim=1)  # (B, D): h = (1/N) Σ_n x_n
+        return features.mean(dim=1)  # (B, D): x_pool = (1/N) Σ_n x_n
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """images (B, C, H, W) -> logits (B, classes)."""

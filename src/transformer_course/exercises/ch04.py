@@ -42,6 +42,7 @@ __all__ = ["EXERCISES", "GIVEN", "QUIZZES"]
 #: learner's cells do (a learner's own definition still wins, in both).
 #: tests/test_exercises_ch04.py checks that the notebooks' cell is this text.
 GIVEN = '''\
+# Given, and locked: read it and run it (it cannot be edited or deleted).
 def self_attention(h, params, n_heads):
     """Given: chapter 3's multi-head self-attention with the block's weights.
     h (B, N, D) -> (B, N, D)."""

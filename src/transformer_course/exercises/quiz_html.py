@@ -87,8 +87,10 @@ ROUNDED_WHOLE = (
     "That is the answer rounded: a count is checked exactly. Give every digit "
     "(this was not counted as a try)."
 )
-# A wrong answer given again, the same as the last try: not another try.
-SAME_AGAIN = "The same answer as your last try (not counted again)."
+# A wrong answer after a right one: the quiz was passed, and stays passed.
+STAYS_PASSED = "You passed this quiz already ({when}), and that stays."
+# A wrong answer given again: not another try.
+SAME_AGAIN = "You gave this answer before (not counted again)."
 #: 2^20 / 10^6: a size in megabytes where mebibytes were asked, or the reverse
 MEBI = 1.048576
 UNITS = (
@@ -395,10 +397,14 @@ _SCRIPT = """\
         return;
       }
       // the try it passed on stays, whatever is answered after; a wrong answer
-      // given again, the same as the last try, is not another try
+      // given before is not another try
       var passed = form.getAttribute("data-passed") === "yes";
-      var again = !result.pass && form.getAttribute("data-last") === result.same;
-      form.setAttribute("data-last", result.same);
+      var given = JSON.parse(form.getAttribute("data-wrong") || "[]");
+      var again = !result.pass && given.indexOf(result.same) >= 0;
+      if (!result.pass && !again) {
+        given.push(result.same);
+        form.setAttribute("data-wrong", JSON.stringify(given));
+      }
       var tries = Number(form.getAttribute("data-tries") || "0") +
         (passed || again ? 0 : 1);
       form.setAttribute("data-tries", String(tries));
@@ -412,6 +418,11 @@ _SCRIPT = """\
       if (!result.pass) {
         var said = result.near ? result.near + " " + data.again : data.again;
         if (again) said = data.same_again + " " + said;
+        var passedTry = form.getAttribute("data-passed-try");
+        if (passedTry) {  // a wrong answer after the right one: still passed
+          said += " " + data.stays_passed.replace("{when}",
+            passedTry === "1" ? "on the first try" : "on try " + passedTry);
+        }
         feedback.appendChild(document.createTextNode(" " + said));
       }
       if (result.pass && !form.getAttribute("data-passed-try")) {
@@ -488,6 +499,7 @@ def _form(key: str, kind: str, question: str, control: str, payload: dict) -> st
         "again": TRY_AGAIN,
         "on_try": ON_TRY,
         "same_again": SAME_AGAIN,
+        "stays_passed": STAYS_PASSED,
         **payload,
     }
     # The explanation toggle looks like the book's other toggles

@@ -56,9 +56,9 @@ __all__ = ["MultipleChoice", "Numeric", "QuizBox", "check_widget", "progress_wid
 PROGRESS: dict[str, str] = {}
 # For quizzes: how many answers were submitted, and whether the first was right.
 TRIES: dict[str, tuple[int, bool]] = {}
-#: The last answer submitted to each quiz (its :meth:`_Quiz.same_key`): a wrong
-#: answer given again is not another try
-LAST_ANSWER: dict[str, object] = {}
+#: The wrong answers given to each quiz (their :meth:`_Quiz.same_key`): one
+#: given again is not another try
+WRONG_GIVEN: dict[str, set] = {}
 #: An exercise's share of its points where it failed with some: the progress
 #: table says "60 % of its points", not "failed".
 SHARES: dict[str, float] = {}
@@ -569,6 +569,10 @@ class _Quiz:
             said = f"{near} {quiz_html.TRY_AGAIN}" if near else quiz_html.TRY_AGAIN
             if again:
                 said = f"{quiz_html.SAME_AGAIN} {said}"
+            if not correct and PROGRESS.get(self.key) == PASSED:
+                # a wrong answer after the right one: the quiz stays passed
+                when = "on the first try" if first_right else f"on try {tries}"
+                said += " " + quiz_html.STAYS_PASSED.format(when=when)
             again = "" if correct else f" {html.escape(said)}"
             icon = _ICONS[PASSED if correct else "failed"]
             feedback.value = f"{icon} <b>{html.escape(text)}</b>{again}"
@@ -591,8 +595,10 @@ class _Quiz:
                 return
             correct = self.grade(control.value)
             same = self.same_key(control.value)
-            again = not correct and LAST_ANSWER.get(self.key) == same
-            LAST_ANSWER[self.key] = same
+            given = WRONG_GIVEN.setdefault(self.key, set())
+            again = not correct and same in given
+            if not correct:
+                given.add(same)
             tries, first_right = TRIES.get(self.key, (0, None))
             if PROGRESS.get(self.key) != PASSED and not again:
                 tries += 1  # the try it passed on stays; a repeat is no new try
@@ -616,7 +622,11 @@ class _Quiz:
             with contextlib.suppress(Exception):  # a saved answer no longer offered
                 if last is not None:
                     control.value = last
-                    LAST_ANSWER[self.key] = self.same_key(last)
+                    WRONG_GIVEN[self.key] = {
+                        self.same_key(answer)
+                        for answer in answers
+                        if not self.grade(answer)
+                    }
                     right = [
                         i for i, answer in enumerate(answers) if self.grade(answer)
                     ]
@@ -873,12 +883,16 @@ def _show_progress(box: ProgressBox, keys: list[str], titles: list[str]) -> None
     # each row names its key and status, and the table carries the icons, so
     # that on the book's static page a quiz answered there updates its row and
     # the count (quiz_html's script)
+    # left-aligned in the cells themselves: JupyterLab right-aligns the cells of
+    # a saved HTML table (a learner round, after reopening a notebook)
+    cell = '<td style="text-align: left">'
     rows = "".join(
         f'<tr data-tc-progress="{html.escape(key)}" '
         f'data-status="{html.escape(PROGRESS.get(key, NOT_ATTEMPTED))}">'
-        f"<td>{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), _ICONS['failed'])}"
-        f'</td><td title="{html.escape(title)}">{html.escape(_shortened(title))}</td>'
-        f"<td>{html.escape(_status(key))}</td></tr>"
+        f"{cell}{_ICONS.get(PROGRESS.get(key, NOT_ATTEMPTED), _ICONS['failed'])}"
+        f'</td><td style="text-align: left" title="{html.escape(title)}">'
+        f"{html.escape(_shortened(title))}</td>"
+        f"{cell}{html.escape(_status(key))}</td></tr>"
         for key, title in zip(keys, titles, strict=True)
     )
     done = sum(PROGRESS.get(key) == PASSED for key in keys)
