@@ -168,6 +168,17 @@ MISTAKES = [
         HELPERS + PRE + "    x = x + attn(n2(x))\n    return x + mlp(n1(x))",
         "you swapped them",
     ),
+    # a JupyterLab learner round: these two got the generic hint
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    return x + attn(n1(x)) + mlp(n2(x))",
+        "the parallel block",
+    ),
+    (
+        "pre_norm_block",
+        HELPERS + PRE + "    x = x + attn(n1(x))\n    return n2(x + mlp(n2(x)))",
+        "ends with the sum, not a LayerNorm",
+    ),
     # --- post_norm_block
     (
         "post_norm_block",

@@ -542,6 +542,18 @@ def _pre_norm_without_residual(norm, attn, mlp, x):
     return [mlp(norm(branch, 2)), branch + mlp(norm(branch, 2)), mlp(norm(y, 2))]
 
 
+def _parallel_branches(norm, attn, mlp, x):
+    """Both branches read x (GPT-J's and PaLM's parallel block)."""
+    return x + attn(norm(x, 1)) + mlp(norm(x, 2))
+
+
+def _pre_norm_then_a_norm(norm, attn, mlp, x):
+    """The pre-norm block, then a LayerNorm of its output (either norm's)."""
+    y = x + attn(norm(x, 1))
+    z = y + mlp(norm(y, 2))
+    return [norm(z, 1), norm(z, 2)]
+
+
 def _pre_norm_with_norms(first, second):
     def block(norm, attn, mlp, x):
         y = x + attn(norm(x, first))
@@ -577,6 +589,18 @@ PRE_NORM_TABLE = Table(
         _wrong_block(
             _pre_norm_with_norms(2, 1),
             "norm_1 goes before attention, norm_2 before the MLP: you swapped them.",
+        ),
+        _wrong_block(
+            _parallel_branches,
+            "Both branches read x: that is the parallel block (GPT-J, PaLM). Here "
+            "the MLP reads the stream after attention was added: y = x + "
+            "attn(norm_1(x)), then y + mlp(norm_2(y)).",
+        ),
+        _wrong_block(
+            _pre_norm_then_a_norm,
+            "The block ends with the sum, not a LayerNorm: between pre-norm blocks "
+            "the stream stays unnormalised (the one final LayerNorm comes after "
+            "the last block, chapter 6's final_norm).",
         ),
     ),
     otherwise="Pre-norm: x = x + attn(norm_1(x)), then x = x + mlp(norm_2(x)), with "
