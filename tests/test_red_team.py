@@ -3605,3 +3605,70 @@ def test_a_pasted_copy_of_a_locked_cell_runs_where_it_stands(tmp_path):
     )
     graded = {e.key: e for e in result.exercises}
     assert graded["patchify"].status == "passed", graded["patchify"]
+
+
+# --- the sixty-fifth red team -------------------------------------------------------
+
+
+@needs_bwrap
+def test_pasted_locked_cells_buy_no_time(tmp_path):
+    """Each locked cell the grader ran added a --timeout to the exercise's limit:
+    thousands of empty pasted copies (or cells named given_...) bought hours.
+    Time is granted once per id the package or instructor defines, and at most
+    MAX_COPIES copies run: twelve cells of 0.9 s above layer_norm still exceed
+    4 x 1 s, with twelve copies of the given cell above them."""
+
+    def padded(notebook):
+        at = next(
+            i
+            for i, c in enumerate(notebook.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == "given_self_attention"
+        )
+        given = notebook.cells[at]
+        copies = []
+        for n in range(12):
+            copy = nbformat.from_dict(dict(given))
+            copy["id"] = f"copy-{n}"
+            copies.append(copy)
+        slow = [nbformat.v4.new_code_cell("import time\ntime.sleep(0.9)\n")] * 12
+        notebook.cells[2:2] = copies + [nbformat.from_dict(dict(c)) for c in slow]
+        for n, cell in enumerate(notebook.cells):
+            cell["id"] = f"cell-{n}"
+
+    path = write(tmp_path, submission(edit=padded, chapter=4), "04_block.ipynb")
+    result = grade_notebook(path, only=["layer_norm"], timeout=1.0)
+    (graded,) = result.exercises
+    assert graded.status == "timeout", graded
+    assert "in all" in graded.hint, graded
+    from transformer_course.grading.grade import MAX_COPIES
+
+    assert MAX_COPIES < 12
+
+
+@needs_bwrap
+def test_an_instructors_test_may_use_ipythons_syntax(tmp_path):
+    """``%precision 3`` in an instructor's test: nothing in a kernel and in
+    nbgrader, a SyntaxError in the grader, which also left its import out for
+    the exercises below (patchify 4 in a kernel, 0 in the grader)."""
+    from transformer_course.grading.grade import InstructorTest
+
+    test = (
+        "%precision 3\nimport numpy as np\n"
+        "assert merge_pair([1, 2, 3], (1, 2), 9) == [9, 3]\n"
+    )
+    uses_np = reference("patchify").replace(
+        "def patchify(images, patch_size):\n",
+        "def patchify(images, patch_size):\n    patch_size = int(np.int64(patch_size))\n",
+    )
+    assert "np.int64" in uses_np
+    notebook = submission({"patchify": uses_np}, edit=_with_own_test(test))
+    graded = {
+        e.key: e
+        for e in grade_notebook(
+            write(tmp_path, notebook),
+            only=["patchify"],
+            tests=[InstructorTest("my_test", test, 1.0)],
+        ).exercises
+    }
+    assert graded["patchify"].status == "passed", graded["patchify"]
+    assert graded["my_test"].status == "passed", graded["my_test"]

@@ -32,7 +32,7 @@ from .table import Raised, Returns, Table, WrongShape
 from .twins import loud_score_scale, one_size_at_a_time, other_divisor, resized
 from .widgets import load_quizzes
 
-__all__ = ["EXERCISES", "GIVEN", "QUIZZES"]
+__all__ = ["EXERCISES", "GIVEN", "GIVEN_CELL", "QUIZZES"]
 
 
 #: The notebook's locked "given" cell above pre_norm_block: chapter 3's
@@ -41,6 +41,7 @@ __all__ = ["EXERCISES", "GIVEN", "QUIZZES"]
 #: kernel and the grader then define ``self_attention`` alike, whatever the
 #: learner's cells do (a learner's own definition still wins, in both).
 #: tests/test_exercises_ch04.py checks that the notebooks' cell is this text.
+GIVEN_CELL = "given_self_attention"  # the nbgrader id of the cell that holds it
 GIVEN = '''\
 # Given, and locked: read it and run it (it cannot be edited or deleted).
 def self_attention(h, params, n_heads):

@@ -3601,6 +3601,12 @@ LOCKED = "locked"
 _LOCKED_FILE = "<locked cell>"
 
 
+def locked_ids(cells) -> int:
+    """How many distinct locked cells (by id, ``[index, source, LOCKED, id]``) a
+    job runs: each is granted one --timeout, whatever its copies."""
+    return len({str(cell[3]) for cell in cells if len(cell) > 3 and cell[2] == LOCKED})
+
+
 def _compiled(run, source: str, filename: str):
     """``source`` compiled with the kernel's __future__ flags (a learner's
     ``from __future__ import ...`` above), not this module's, with the runner's
@@ -3658,7 +3664,7 @@ def _child(
     errors, skipped = [], set()
     for index, source, *kind in cells:
         progress.write(f"cell {index}\n")
-        if kind == [LOCKED]:  # the grader's own text of a locked cell
+        if kind[:1] == [LOCKED]:  # the grader's own text of a locked cell
             _run_locked_cell(run, namespace, source)
             continue
         error = _run_cell(run, namespace, source, skipped)
@@ -3814,10 +3820,8 @@ def _run_job(plan: dict, number: int, job: dict, source: int, report_fd: int) ->
     # written by a cell, and the job scores nothing. The whole job has a cap.
     stages = ["preamble", *(f"cell {cell[0]}" for cell in job["cells"]), "call", "done"]
     # a locked cell's time (an instructor's test above the exercise) is the
-    # instructor's: each adds one --timeout to the job's limit
-    job_limit = plan["job_limit"] + plan["timeout"] * sum(
-        1 for cell in job["cells"] if cell[2:] == [LOCKED]
-    )
+    # instructor's: each id (not each copy) adds one --timeout to the limit
+    job_limit = plan["job_limit"] + plan["timeout"] * locked_ids(job["cells"])
     reached, started = -1, time.monotonic()
     job_started, pending, progress = started, b"", bytearray()
     result, tampered = bytearray(), ""

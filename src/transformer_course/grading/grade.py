@@ -389,25 +389,44 @@ def _test_cell_index(notebook: nbformat.NotebookNode, grade_id: str) -> int:
     )
 
 
-def _locked_cell_indices(
-    notebook: nbformat.NotebookNode, grade_id: str, prefix: bool = True
-) -> list[int]:
-    """Where the locked code cells with this nbgrader id are (``prefix``: ids
-    that start with it, as the chapter's "given" cells' ``given_...``): the
-    grader runs its own text of them there. None where such a cell is missing
-    or not locked (an unlocked one is the learner's own code, and runs as
-    such)."""
+#: How many copies of one locked cell (a pasted copy of the given cell or of
+#: an instructor's test) the grader runs, at most.
+MAX_COPIES = 4
+
+
+def _locked_cell_indices(notebook: nbformat.NotebookNode, grade_id: str) -> list[int]:
+    """Where the locked code cells with this nbgrader id are (the first
+    :data:`MAX_COPIES`): the grader runs its own text of them there. None where
+    such a cell is missing or not locked (an unlocked one is the learner's own
+    code, and runs as such)."""
     found = []
     for index, cell in enumerate(notebook.cells):
-        cell_id = _nbgrader(cell).get("grade_id")
         if (
-            isinstance(cell_id, str)
-            and (cell_id.startswith(grade_id) if prefix else cell_id == grade_id)
+            grade_id
+            and _nbgrader(cell).get("grade_id") == grade_id
             and cell.get("cell_type") == "code"
             and _is_locked(cell)
         ):
             found.append(index)
-    return found
+    return found[:MAX_COPIES]
+
+
+def as_python(source: str | None) -> str | None:
+    """An instructor's cell as a kernel runs it: IPython's syntax (``%precision
+    3``, ``!ls``, ``x?``) made Python, as IPython makes it, in the grader's own
+    process (the text is the instructor's, never the submission's); the
+    sixty-fifth red team's ``%precision 3`` in a test was a SyntaxError in the
+    grader and nothing in a kernel."""
+    if source is None:
+        return None
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:  # pragma: no cover - IPython comes with Jupyter
+        return source
+    try:
+        return TransformerManager().transform_cell(source)
+    except Exception:  # left as written: its own job says why
+        return source
 
 
 def cells_above(
@@ -654,6 +673,7 @@ def _grade_exercises(
     timeout: float,
     screened: bool = True,
     given: str = "",
+    given_id: str = "",
 ) -> list[ExerciseGrade]:
     """Grade exercises (and instructors' test cells) in one sandbox; see the
     module docstring. ``given``: the chapter's given code (its module's
@@ -675,15 +695,20 @@ def _grade_exercises(
     # sixty-third red team's "import numpy as np" in a test left a later
     # answer using np with 0 points in the grader alone). The runner runs them
     # with its own exec and compile (runner.LOCKED).
-    given_at = _locked_cell_indices(notebook, "given_") if given else []
+    # A cell's copies beyond MAX_COPIES are not run, and the time a locked
+    # cell's text takes is granted once per id the package or the instructor
+    # defines, not per copy in the submission (the sixty-fifth red team pasted
+    # thousands of empty locked cells to buy a --timeout each).
+    given_at = _locked_cell_indices(notebook, given_id) if given else []
     if given and not given_at:
         preamble += given
-    placed = [(at, given, LOCKED) for at in given_at]
+    placed = [(at, given, LOCKED, given_id) for at in given_at]
     for test in exercises:
         if isinstance(test, InstructorTest):
+            text = as_python(test.source)
             placed += [
-                (at, test.source, LOCKED)
-                for at in _locked_cell_indices(notebook, test.key, prefix=False)
+                (at, text, LOCKED, test.key)
+                for at in _locked_cell_indices(notebook, test.key)
             ]
 
     def with_given(cells: list[tuple], below: int) -> list[tuple]:
@@ -695,7 +720,8 @@ def _grade_exercises(
     # (a notebook of slow cells cannot keep the grader busy for many rounds).
     started = time.monotonic()
     budget = STARTUP_SECONDS + timeout * JOB_STAGES * len(exercises)
-    budget += timeout * len(placed) * len(exercises)  # the locked cells' time
+    # the locked cells' time: one --timeout per id, for each exercise
+    budget += timeout * len({cell[3] for cell in placed}) * len(exercises)
     findings = screen_apart(
         {
             exercise.key: [
@@ -756,7 +782,7 @@ def _grade_exercises(
             {
                 "cells": pending[k]["cells"],
                 "function": pending[k]["exercise"].function,
-                "test": getattr(pending[k]["exercise"], "source", None),
+                "test": as_python(getattr(pending[k]["exercise"], "source", None)),
                 "forbidden": pending[k]["exercise"].forbidden,
                 "cases": pending[k]["cases"],
             }
@@ -1020,6 +1046,7 @@ def grade_notebook(
         timeout,
         screen,
         given=getattr(module, "GIVEN", ""),
+        given_id=getattr(module, "GIVEN_CELL", ""),
     )
     statuses = {grade.key: grade.status for grade in grades}
     for grade in grades:  # the learner's own earlier function fails: say so first

@@ -60,6 +60,7 @@ from ..exercises.runner import (
     _prctl,
     decode_result,
     frame,
+    locked_ids,
 )
 
 __all__ = ["Sandbox", "SandboxResult", "SandboxUnavailable", "bwrap_problem"]
@@ -717,10 +718,8 @@ class Sandbox:
                     break
                 running = self._receive(line, results, running)
                 if running is not None:
-                    locked = sum(
-                        1 for cell in jobs[running]["cells"] if len(cell) > 2
-                    )  # a locked cell's time is the instructor's (runner.LOCKED)
-                    stages = JOB_STAGES + 1 + locked
+                    # a locked cell's time is the instructor's: one stage per id
+                    stages = JOB_STAGES + 1 + locked_ids(jobs[running]["cells"])
                     deadline = time.monotonic() + timeout * stages + 10
         finally:
             self._stop(process, before)
