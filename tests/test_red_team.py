@@ -3672,3 +3672,51 @@ def test_an_instructors_test_may_use_ipythons_syntax(tmp_path):
     }
     assert graded["patchify"].status == "passed", graded["patchify"]
     assert graded["my_test"].status == "passed", graded["my_test"]
+
+
+# --- the sixty-sixth red team -------------------------------------------------------
+
+
+@needs_bwrap
+def test_locked_cells_keep_their_lines_and_may_await(tmp_path):
+    """A locked cell's text was compiled under a name linecache did not know, so
+    ``inspect.getsource(self_attention)`` (the given function) raised in the
+    grader and not in a kernel, losing the learner's cell (4 vs 0); and a
+    top-level ``await`` in an instructor's test, which a kernel and nbgrader
+    run, was a SyntaxError in the grader, leaving its imports out below it."""
+    from exercise_helpers import read_source, solution_cells, without_markers
+
+    from transformer_course.exercises.ch04 import EXERCISES
+    from transformer_course.grading.grade import InstructorTest
+
+    pre = without_markers(solution_cells(read_source(4))["pre_norm_block"])
+    reads_given = (
+        "import inspect\nprint(inspect.getsource(self_attention)[:80])\n" + pre
+    )
+    path = write(
+        tmp_path,
+        submission({"pre_norm_block": reads_given}, chapter=4),
+        "04_block.ipynb",
+    )
+    (graded,) = grade_notebook(path, only=["pre_norm_block"]).exercises
+    assert graded.points == EXERCISES["pre_norm_block"].points, graded
+
+    test = (
+        "import asyncio\nawait asyncio.sleep(0)\nimport numpy as np\n"
+        "assert merge_pair([1, 2, 3], (1, 2), 9) == [9, 3]\n"
+    )
+    uses_np = reference("patchify").replace(
+        "def patchify(images, patch_size):\n",
+        "def patchify(images, patch_size):\n    patch_size = int(np.int64(patch_size))\n",
+    )
+    notebook = submission({"patchify": uses_np}, edit=_with_own_test(test))
+    graded = {
+        e.key: e
+        for e in grade_notebook(
+            write(tmp_path, notebook),
+            only=["patchify"],
+            tests=[InstructorTest("my_test", test, 1.0)],
+        ).exercises
+    }
+    assert graded["patchify"].status == "passed", graded["patchify"]
+    assert graded["my_test"].status == "passed", graded["my_test"]

@@ -3204,7 +3204,7 @@ def _tasks() -> int:
 HIDDEN_WHILE_GRADING = "the course package is hidden while grading"
 # Python's own, taken before any learner's cell runs (a cell can rebind the
 # builtins: one that made exec skip the instructor's test passed it)
-_EXEC, _COMPILE = builtins.exec, builtins.compile
+_COMPILE, _EVAL = builtins.compile, builtins.eval
 
 
 def _hidden_names(namespace: dict) -> set[str]:
@@ -3598,7 +3598,6 @@ def _identity(fd: int) -> tuple[int, int]:
 #: has it (chapter 4's given code, an instructor's test above the exercise),
 #: never the submission's; run as a kernel runs it on the way down.
 LOCKED = "locked"
-_LOCKED_FILE = "<locked cell>"
 
 
 def locked_ids(cells) -> int:
@@ -3607,25 +3606,44 @@ def locked_ids(cells) -> int:
     return len({str(cell[3]) for cell in cells if len(cell) > 3 and cell[2] == LOCKED})
 
 
+_LOCKED_NUMBERS = itertools.count()
+
+
 def _compiled(run, source: str, filename: str):
-    """``source`` compiled with the kernel's __future__ flags (a learner's
-    ``from __future__ import ...`` above), not this module's, with the runner's
-    own compile, which no cell can replace; a __future__ import in ``source``
-    holds for the cells after it, as in a kernel (the sixty-fourth red team)."""
-    code = _COMPILE(source, filename, "exec", _future_flags(run), True)
+    """``source`` compiled as a kernel compiles a cell: with the kernel's
+    __future__ flags (a learner's ``from __future__ import ...`` above), not
+    this module's, and a top-level ``await`` allowed; with the runner's own
+    compile, which no cell can replace; its lines kept in ``linecache``, where
+    ``inspect.getsource`` and tracebacks find them, as IPython keeps a cell's.
+    A __future__ import in ``source`` holds for the cells after it (the
+    sixty-fourth and sixty-sixth red teams)."""
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT | _future_flags(run)
+    code = _COMPILE(source, filename, "exec", flags, True)
     _keep_future_flags(run, code)
     return code
 
 
+def _run_compiled(code: types.CodeType, namespace: dict) -> None:
+    """Run compiled cell code with the runner's own eval; a top-level ``await``
+    runs on a fresh event loop, as :func:`_exec_statement` runs a learner's."""
+    result = _EVAL(code, namespace)  # exec-mode code: None, or a coroutine
+    if code.co_flags & inspect.CO_COROUTINE:
+        import asyncio
+
+        asyncio.run(result)
+
+
 def _run_locked_cell(run, namespace: dict, source: str) -> None:
-    """A locked cell's text, run with the runner's own exec and compile (a
+    """A locked cell's text, run with the runner's own eval and compile (a
     learner's ``compile = False`` or ``from re import compile`` is no
     matter): what it binds and imports holds below it, as in a kernel; what
     it raises (a failed assert of an instructor's test) is its own grade's,
     not the exercise's (the sixty-third and sixty-fourth red teams)."""
     # try/except, not contextlib.suppress, which a cell can replace
-    try:  # noqa: SIM105
-        _EXEC(_compiled(run, source, _LOCKED_FILE), namespace)
+    try:
+        name = f"<locked cell {next(_LOCKED_NUMBERS)}>"  # its own lines each
+        _run_compiled(_compiled(run, source, name), namespace)
     except BaseException:  # its failures: the test's own job says them
         pass
 
@@ -3687,7 +3705,7 @@ def _child(
             test_error = f"RuntimeError: a cell left {hooked} set: the test was not run"
         else:
             try:  # with the kernel's __future__ flags, not this module's
-                _EXEC(_compiled(run, test, _TEST_FILE), namespace)
+                _run_compiled(_compiled(run, test, _TEST_FILE), namespace)
                 test_error = None
             except BaseException as err:
                 test_error = f"{type(err).__name__}: {_message(err)}".rstrip(
