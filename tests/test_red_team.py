@@ -3720,3 +3720,44 @@ def test_locked_cells_keep_their_lines_and_may_await(tmp_path):
     }
     assert graded["patchify"].status == "passed", graded["patchify"]
     assert graded["my_test"].status == "passed", graded["my_test"]
+
+
+# --- the sixty-seventh red team -------------------------------------------------------
+
+
+@needs_bwrap
+@pytest.mark.parametrize(
+    "patch",
+    [
+        "import inspect\ninspect.CO_COROUTINE = 0\n",
+        "import asyncio\nasyncio.run = lambda coroutine, **options: coroutine.close()\n",
+    ],
+    ids=["the coroutine flag", "asyncio.run"],
+)
+def test_an_instructors_test_that_awaits_cannot_be_skipped(tmp_path, patch):
+    """One line in a learner's cell passed an instructor's test with a top-level
+    await without running it (wrong merge_pair: my_test 1 / 1), where a kernel
+    fails it: the runner read inspect.CO_COROUTINE and asyncio.run when the
+    test ran, after the learner's cells."""
+    from transformer_course.grading.grade import InstructorTest
+
+    test = (
+        "import asyncio\nawait asyncio.sleep(0)\n"
+        "assert merge_pair([1, 2, 3], (1, 2), 9) == [9, 3], 'merge wrong'\n"
+    )
+    wrong = "def merge_pair(ids, pair, new_id):\n    return list(ids)\n"
+
+    def edit(notebook):
+        insert_after(notebook, "setup", patch)
+        _with_own_test(test)(notebook)
+
+    notebook = submission({"merge_pair": wrong}, edit=edit)
+    graded = {
+        e.key: e
+        for e in grade_notebook(
+            write(tmp_path, notebook),
+            only=["merge_pair"],
+            tests=[InstructorTest("my_test", test, 1.0)],
+        ).exercises
+    }
+    assert graded["my_test"].points == 0, graded["my_test"]

@@ -3205,6 +3205,9 @@ HIDDEN_WHILE_GRADING = "the course package is hidden while grading"
 # Python's own, taken before any learner's cell runs (a cell can rebind the
 # builtins: one that made exec skip the instructor's test passed it)
 _COMPILE, _EVAL = builtins.compile, builtins.eval
+#: A code object's flag for a top-level await, taken before any cell runs (a
+#: cell could set inspect.CO_COROUTINE to 0: the sixty-seventh red team)
+_CO_COROUTINE = inspect.CO_COROUTINE
 
 
 def _hidden_names(namespace: dict) -> set[str]:
@@ -3295,10 +3298,8 @@ def _exec_statement(code: types.CodeType, namespace: dict) -> None:
     """Run one compiled statement; a top-level ``await`` (which a kernel
     allows) runs on a fresh event loop."""
     result = eval(code, namespace)  # exec-mode code: None, or a coroutine
-    if code.co_flags & inspect.CO_COROUTINE:
-        import asyncio
-
-        asyncio.run(result)
+    if code.co_flags & _CO_COROUTINE:
+        _run_to_its_end(result)
 
 
 #: Names of the cells :func:`_run_cell` runs a statement at a time.
@@ -3628,10 +3629,26 @@ def _run_compiled(code: types.CodeType, namespace: dict) -> None:
     """Run compiled cell code with the runner's own eval; a top-level ``await``
     runs on a fresh event loop, as :func:`_exec_statement` runs a learner's."""
     result = _EVAL(code, namespace)  # exec-mode code: None, or a coroutine
-    if code.co_flags & inspect.CO_COROUTINE:
-        import asyncio
+    if code.co_flags & _CO_COROUTINE:
+        _run_to_its_end(result)
 
-        asyncio.run(result)
+
+def _run_to_its_end(coroutine) -> None:
+    """Run a cell's top-level await on a fresh event loop, and make sure that
+    it ran to its end: a cell can replace asyncio.run with one that closes the
+    coroutine unrun, which passed an instructor's test that awaits (the
+    sixty-seventh red team); a kernel is not fooled, and neither is this."""
+    finished = []
+
+    async def driven():
+        await coroutine
+        finished.append(True)
+
+    import asyncio
+
+    asyncio.run(driven())
+    if not finished:
+        raise RuntimeError("the cell's top-level await did not run to its end")
 
 
 def _run_locked_cell(run, namespace: dict, source: str) -> None:
