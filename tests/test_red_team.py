@@ -3404,56 +3404,75 @@ def test_an_undefined_annotation_stops_the_cell_in_the_grader_too(tmp_path):
 # --- the sixty-third red team -------------------------------------------------------
 
 
+def _with_own_test(test: str, after: str = "check_merge_pair", copies: int = 1):
+    """An edit that puts an instructor's locked test cell (grade_id my_test), and
+    ``copies - 1`` pasted copies of it, after the cell ``after``."""
+
+    def edit(notebook):
+        at = next(
+            i
+            for i, c in enumerate(notebook.cells)
+            if c.metadata.get("nbgrader", {}).get("grade_id") == after
+        )
+        for _ in range(copies):
+            cell = nbformat.v4.new_code_cell(test)
+            cell.metadata["nbgrader"] = {
+                "grade": True,
+                "grade_id": "my_test",
+                "locked": True,
+                "points": 1,
+                "schema_version": 3,
+                "solution": False,
+                "task": False,
+            }
+            notebook.cells.insert(at + 1, cell)
+
+    return edit
+
+
+def _graded_with_own_test(tmp_path, notebook, test: str, only: list, **options):
+    """Grade ``notebook`` (chapter 1's unless ``name`` says) for the exercises
+    ``only`` and the instructor's test ``test`` (grade_id my_test, 1 point):
+    {key: ExerciseGrade}."""
+    from transformer_course.grading.grade import InstructorTest
+
+    name = options.pop("name", "01_tokens.ipynb")
+    result = grade_notebook(
+        write(tmp_path, notebook, name),
+        only=only,
+        tests=[InstructorTest("my_test", test, 1.0)],
+        **options,
+    )
+    return {e.key: e for e in result.exercises}
+
+
+#: An honest patchify that uses np without importing it (an instructor's test
+#: above it does): the sixty-fifth and sixty-sixth red teams
+USES_NP_PATCHIFY = reference("patchify").replace(
+    "def patchify(images, patch_size):\n",
+    "def patchify(images, patch_size):\n    patch_size = int(np.int64(patch_size))\n",
+)
+
+
 @needs_bwrap
 def test_an_instructors_test_binds_its_names_for_the_exercises_below_it(tmp_path):
     """An instructor's own test cell, ``import numpy as np`` and an assert, above
     embed_one_hot, whose answer uses np without importing it: 2 / 2 in a kernel
     and in nbgrader (which run the locked cell), 0 / 2 in the grader, which ran
     no locked cell, with a hint that blamed the student for a cell not run."""
-    from transformer_course.grading.grade import InstructorTest
-
     test = "import numpy as np\nassert merge_pair([1, 2, 3], (1, 2), 9) == [9, 3]\n"
     uses_np = (
         "def embed_one_hot(ids, table):\n"
         "    width = int(np.int64(table.shape[0]))\n"
         "    return F.one_hot(ids, num_classes=width).to(table.dtype) @ table\n"
     )
-
-    def add_test(notebook):
-        cell = nbformat.v4.new_code_cell(test)
-        cell.metadata["nbgrader"] = {
-            "grade": True,
-            "grade_id": "my_test",
-            "locked": True,
-            "points": 1,
-            "schema_version": 3,
-            "solution": False,
-            "task": False,
-        }
-        at = next(
-            i
-            for i, c in enumerate(notebook.cells)
-            if c.metadata.get("nbgrader", {}).get("grade_id") == "check_merge_pair"
-        )
-        notebook.cells.insert(at + 1, cell)
-
-    notebook = submission({"embed_one_hot": uses_np}, edit=add_test)
-    result = grade_notebook(
-        write(tmp_path, notebook),
-        only=["embed_one_hot"],
-        tests=[InstructorTest("my_test", test, 1.0)],
-    )
-    graded = {e.key: e for e in result.exercises}
+    notebook = submission({"embed_one_hot": uses_np}, edit=_with_own_test(test))
+    graded = _graded_with_own_test(tmp_path, notebook, test, ["embed_one_hot"])
     assert graded["embed_one_hot"].status == "passed", graded["embed_one_hot"]
     assert graded["my_test"].status == "passed", graded["my_test"]
     # a failing test above is its own grade's business, not the exercise's
     failing = test.replace("[9, 3]", "[3, 9]")
-    result = grade_notebook(
-        write(tmp_path, notebook),
-        only=["embed_one_hot"],
-        tests=[InstructorTest("my_test", failing, 1.0)],
-    )
-    graded = {e.key: e for e in result.exercises}
+    graded = _graded_with_own_test(tmp_path, notebook, failing, ["embed_one_hot"])
     assert graded["embed_one_hot"].status == "passed", graded["embed_one_hot"]
     assert graded["my_test"].status == "failed", graded["my_test"]
 
@@ -3484,32 +3503,6 @@ def test_a_cell_is_parsed_with_the_kernels_future_flags(tmp_path):
 # --- the sixty-fourth red team --------------------------------------------------------
 
 
-def _with_own_test(test: str, after: str = "check_merge_pair", copies: int = 1):
-    """An edit that puts an instructor's locked test cell (grade_id my_test), and
-    ``copies - 1`` pasted copies of it, after the cell ``after``."""
-
-    def edit(notebook):
-        at = next(
-            i
-            for i, c in enumerate(notebook.cells)
-            if c.metadata.get("nbgrader", {}).get("grade_id") == after
-        )
-        for _ in range(copies):
-            cell = nbformat.v4.new_code_cell(test)
-            cell.metadata["nbgrader"] = {
-                "grade": True,
-                "grade_id": "my_test",
-                "locked": True,
-                "points": 1,
-                "schema_version": 3,
-                "solution": False,
-                "task": False,
-            }
-            notebook.cells.insert(at + 1, cell)
-
-    return edit
-
-
 @needs_bwrap
 def test_a_locked_cell_runs_with_the_runners_own_exec_and_future_flags(tmp_path):
     """The instructor's test ran above later exercises as text in the learner's
@@ -3518,7 +3511,6 @@ def test_a_locked_cell_runs_with_the_runners_own_exec_and_future_flags(tmp_path)
     ``from __future__ import annotations`` did not hold below it; and its own
     job compiled it with the runner's flags (``Sequence`` never imported: a
     NameError in a kernel, passed in the grader)."""
-    from transformer_course.grading.grade import InstructorTest
 
     uses_np = (
         "def patchify(images, patch_size):\n"
@@ -3540,26 +3532,12 @@ def test_a_locked_cell_runs_with_the_runners_own_exec_and_future_flags(tmp_path)
 
     annotated = uses_np.replace("(images, patch_size)", "(images: Tensor, patch_size)")
     notebook = submission({"patchify": annotated}, edit=edit)
-    graded = {
-        e.key: e
-        for e in grade_notebook(
-            write(tmp_path, notebook),
-            only=["patchify"],
-            tests=[InstructorTest("my_test", test, 1.0)],
-        ).exercises
-    }
+    graded = _graded_with_own_test(tmp_path, notebook, test, ["patchify"])
     assert graded["patchify"].status == "passed", graded["patchify"]
     # the test's own job: the kernel's flags, not the runner's
     unimported = "expected: Sequence[int] = [9, 3]\n"
     notebook = submission(edit=_with_own_test(unimported))
-    graded = {
-        e.key: e
-        for e in grade_notebook(
-            write(tmp_path, notebook),
-            only=["merge_pair"],
-            tests=[InstructorTest("my_test", unimported, 1.0)],
-        ).exercises
-    }
+    graded = _graded_with_own_test(tmp_path, notebook, unimported, ["merge_pair"])
     assert graded["my_test"].points == 0, graded["my_test"]
     assert "name 'Sequence' is not defined" in graded["my_test"].hint
 
@@ -3571,7 +3549,6 @@ def test_a_pasted_copy_of_a_locked_cell_runs_where_it_stands(tmp_path):
     grader (9 / 16); and the time of an instructor's tests above an exercise
     counted against the learner's limit for its cells."""
     from transformer_course.exercises.ch04 import EXERCISES
-    from transformer_course.grading.grade import InstructorTest
 
     def draft_then_copy(notebook):
         at = next(
@@ -3597,13 +3574,7 @@ def test_a_pasted_copy_of_a_locked_cell_runs_where_it_stands(tmp_path):
     # 4 x 1.6 s the learner's cells may take, and the instructor's time
     slow = "import time\ntime.sleep(1.5)\n"
     notebook = submission(edit=_with_own_test(slow, "check_embed_one_hot", copies=5))
-    result = grade_notebook(
-        write(tmp_path, notebook),
-        only=["patchify"],
-        tests=[InstructorTest("my_test", slow, 1.0)],
-        timeout=1.6,
-    )
-    graded = {e.key: e for e in result.exercises}
+    graded = _graded_with_own_test(tmp_path, notebook, slow, ["patchify"], timeout=1.6)
     assert graded["patchify"].status == "passed", graded["patchify"]
 
 
@@ -3650,26 +3621,15 @@ def test_an_instructors_test_may_use_ipythons_syntax(tmp_path):
     """``%precision 3`` in an instructor's test: nothing in a kernel and in
     nbgrader, a SyntaxError in the grader, which also left its import out for
     the exercises below (patchify 4 in a kernel, 0 in the grader)."""
-    from transformer_course.grading.grade import InstructorTest
 
     test = (
         "%precision 3\nimport numpy as np\n"
         "assert merge_pair([1, 2, 3], (1, 2), 9) == [9, 3]\n"
     )
-    uses_np = reference("patchify").replace(
-        "def patchify(images, patch_size):\n",
-        "def patchify(images, patch_size):\n    patch_size = int(np.int64(patch_size))\n",
-    )
+    uses_np = USES_NP_PATCHIFY
     assert "np.int64" in uses_np
     notebook = submission({"patchify": uses_np}, edit=_with_own_test(test))
-    graded = {
-        e.key: e
-        for e in grade_notebook(
-            write(tmp_path, notebook),
-            only=["patchify"],
-            tests=[InstructorTest("my_test", test, 1.0)],
-        ).exercises
-    }
+    graded = _graded_with_own_test(tmp_path, notebook, test, ["patchify"])
     assert graded["patchify"].status == "passed", graded["patchify"]
     assert graded["my_test"].status == "passed", graded["my_test"]
 
@@ -3687,7 +3647,6 @@ def test_locked_cells_keep_their_lines_and_may_await(tmp_path):
     from exercise_helpers import read_source, solution_cells, without_markers
 
     from transformer_course.exercises.ch04 import EXERCISES
-    from transformer_course.grading.grade import InstructorTest
 
     pre = without_markers(solution_cells(read_source(4))["pre_norm_block"])
     reads_given = (
@@ -3705,19 +3664,9 @@ def test_locked_cells_keep_their_lines_and_may_await(tmp_path):
         "import asyncio\nawait asyncio.sleep(0)\nimport numpy as np\n"
         "assert merge_pair([1, 2, 3], (1, 2), 9) == [9, 3]\n"
     )
-    uses_np = reference("patchify").replace(
-        "def patchify(images, patch_size):\n",
-        "def patchify(images, patch_size):\n    patch_size = int(np.int64(patch_size))\n",
-    )
+    uses_np = USES_NP_PATCHIFY
     notebook = submission({"patchify": uses_np}, edit=_with_own_test(test))
-    graded = {
-        e.key: e
-        for e in grade_notebook(
-            write(tmp_path, notebook),
-            only=["patchify"],
-            tests=[InstructorTest("my_test", test, 1.0)],
-        ).exercises
-    }
+    graded = _graded_with_own_test(tmp_path, notebook, test, ["patchify"])
     assert graded["patchify"].status == "passed", graded["patchify"]
     assert graded["my_test"].status == "passed", graded["my_test"]
 
@@ -3739,7 +3688,6 @@ def test_an_instructors_test_that_awaits_cannot_be_skipped(tmp_path, patch):
     await without running it (wrong merge_pair: my_test 1 / 1), where a kernel
     fails it: the runner read inspect.CO_COROUTINE and asyncio.run when the
     test ran, after the learner's cells."""
-    from transformer_course.grading.grade import InstructorTest
 
     test = (
         "import asyncio\nawait asyncio.sleep(0)\n"
@@ -3752,12 +3700,5 @@ def test_an_instructors_test_that_awaits_cannot_be_skipped(tmp_path, patch):
         _with_own_test(test)(notebook)
 
     notebook = submission({"merge_pair": wrong}, edit=edit)
-    graded = {
-        e.key: e
-        for e in grade_notebook(
-            write(tmp_path, notebook),
-            only=["merge_pair"],
-            tests=[InstructorTest("my_test", test, 1.0)],
-        ).exercises
-    }
+    graded = _graded_with_own_test(tmp_path, notebook, test, ["merge_pair"])
     assert graded["my_test"].points == 0, graded["my_test"]
