@@ -3294,14 +3294,6 @@ def _pass_through_magic(statement: ast.stmt) -> tuple[str, str, str] | None:
     return (magic, line, body) if magic in _PASS_THROUGH_MAGICS else None
 
 
-def _exec_statement(code: types.CodeType, namespace: dict) -> None:
-    """Run one compiled statement; a top-level ``await`` (which a kernel
-    allows) runs on a fresh event loop."""
-    result = eval(code, namespace)  # exec-mode code: None, or a coroutine
-    if code.co_flags & _CO_COROUTINE:
-        _run_to_its_end(result)
-
-
 #: Names of the cells :func:`_run_cell` runs a statement at a time.
 _CELL_NUMBERS = itertools.count()
 
@@ -3368,7 +3360,7 @@ def _run_cell(run, namespace: dict, source: str, skipped: set[str]) -> str | Non
                 dont_inherit=True,
             )
             _keep_future_flags(run, code)
-            _exec_statement(code, namespace)
+            _run_compiled(code, namespace)  # a top-level await too
         except BaseException as err:  # SystemExit too: a kernel reports it
             unbound = isinstance(err, NameError) and err.name in unavailable
             if (
@@ -3626,8 +3618,9 @@ def _compiled(run, source: str, filename: str):
 
 
 def _run_compiled(code: types.CodeType, namespace: dict) -> None:
-    """Run compiled cell code with the runner's own eval; a top-level ``await``
-    runs on a fresh event loop, as :func:`_exec_statement` runs a learner's."""
+    """Run compiled cell code (a learner's statement, a locked cell) with the
+    runner's own eval; a top-level ``await``, which a kernel allows, runs on a
+    fresh event loop, to its end."""
     result = _EVAL(code, namespace)  # exec-mode code: None, or a coroutine
     if code.co_flags & _CO_COROUTINE:
         _run_to_its_end(result)
